@@ -1,0 +1,320 @@
+"""The multi-seat episode: simultaneous rounds, the clock, and the potential-based reward ledger.
+
+Reward (DESIGN §5). Each lab has a potential Φ = budget + realised value + the best value it can
+still reach with what it holds (its optimal allocation) − the energy that plan would pay + its
+shares in formed coalitions. Every step pays ΔΦ / scale, split by cause into the seven component
+columns, plus small bounded penalties. Φ at reset is the lab's no-trade baseline (BATNA) and Φ at
+the end is its realised utility plus its initial budget, so the sum of an episode's rewards is
+exactly (utility − BATNA) / scale + penalties. Nothing is paid for merely making offers or
+proposing coalitions: such shaping would not telescope and could be farmed.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, fields
+from functools import lru_cache
+from typing import Any
+
+from .rules import (
+    CATEGORY_COLUMNS,
+    REP_INVALID,
+    REP_SPAM,
+    ActionError,
+    apply_action,
+    expire,
+    final_settlement,
+    resolve_auctions,
+    settle_due_jobs,
+    start_blocks,
+)
+from .shocks import fire_due_shocks
+from .types import (
+    COMPONENT_COLUMNS,
+    PENALTY_COLUMNS,
+    REWARD_COLUMNS,
+    Action,
+    ActionResult,
+    RejectedAction,
+    World,
+)
+from .valuation import potential_parts, social_optimum
+from .views import ResultView, SeatView, observe
+from .worldgen import generate_world
+
+PENALTY_INVALID = 0.01
+PENALTY_SPAM = 0.005
+PENALTY_BREACH = 0.02
+SPAM_CAP = 0.03
+BREACH_CAP = 0.06
+PENALTY_BOUND = PENALTY_INVALID + SPAM_CAP + BREACH_CAP  # ≤ 0.1: with |ΔΦ|/scale ≤ 0.9 a step stays in [−1, 1]
+
+WAIT = Action("wait")
+
+
+class EpisodeOver(Exception):
+    """Raised by :meth:`Episode.step` after the episode has ended."""
+
+
+def action_to_dict(action: Action) -> dict[str, Any]:
+    """The non-default fields of an action, JSON-ready (for transcripts and replays)."""
+    out: dict[str, Any] = {}
+    for f in fields(Action):
+        v = getattr(action, f.name)
+        if f.name == "action_type" or (v is not None and v != () and v != {}):
+            out[f.name] = list(v) if isinstance(v, tuple) else v
+    return out
+
+
+@dataclass(slots=True)
+class RoundReport:
+    """What one round did: per-lab reward columns and action results, and whether it ended."""
+
+    round_index: int
+    order: list[str]
+    results: dict[str, ActionResult]
+    rewards: dict[str, dict[str, float]]
+    done: bool
+
+
+@dataclass(slots=True)
+class EpisodeSnapshot:
+    world: World
+    phi: dict[str, tuple[float, float]]
+    returns: dict[str, float]
+    transcript: list[dict[str, Any]]
+    last_results: dict[str, ActionResult]
+    last_rewards: dict[str, dict[str, float]]
+    penalties: dict[str, float] = field(default_factory=dict)
+
+
+class Episode:
+    """One episode of the GPU economy with any number of seats.
+
+    Contract:
+        * ``step(actions)`` takes at most one :class:`Action` per lab (missing seats wait), resolves
+          them in an order drawn from the episode RNG, then advances the clock one round.
+        * Deterministic: the same ``(task, split, seed)`` and the same actions give the same
+          transcript, rewards and final world.
+        * An invalid action raises nothing: it yields an error result with a stable ``code``, a
+          bounded penalty, and is otherwise a wait; the world is untouched by it.
+        * The episode ends after ``max_rounds`` rounds or once every seat in ``controlled`` has
+          called ``finish``; the end settles everything. ``step`` after the end raises
+          :class:`EpisodeOver`.
+        * ``snapshot``/``restore``/``fork`` copy the whole episode, RNG included.
+
+    Args:
+        world: a generated world (see :func:`gpu_arena.core.worldgen.generate_world`).
+        controlled: seats whose ``finish`` ends the episode early (the externally driven ones).
+        strict: recompute every lab's Φ at every ledger mark (slow; tests use it to check that
+            the incremental ledger attributes changes to the right columns).
+    """
+
+    def __init__(self, world: World, controlled: Sequence[str] = ("lab_0",), *, strict: bool = False) -> None:
+        for lid in controlled:
+            if lid not in world.labs:
+                raise ValueError(f"unknown seat {lid!r}; this world has {', '.join(world.labs)}")
+        self.world = world
+        self.controlled = tuple(controlled)
+        self.strict = strict
+        self.phi: dict[str, tuple[float, float]] = {lid: potential_parts(world, lid) for lid in world.labs}
+        self.returns: dict[str, float] = dict.fromkeys(world.labs, 0.0)
+        self.penalties: dict[str, float] = dict.fromkeys(world.labs, 0.0)
+        self.transcript: list[dict[str, Any]] = []
+        self.last_results: dict[str, ActionResult] = {}
+        self.last_rewards: dict[str, dict[str, float]] = {lid: dict.fromkeys(REWARD_COLUMNS, 0.0) for lid in world.labs}
+        self._ledger: dict[str, dict[str, float]] = {}
+
+    @classmethod
+    def new(cls, task: str, split: str = "train", seed: int = 0, controlled: Sequence[str] = ("lab_0",),
+            judge_mode: str = "none", strict: bool = False) -> Episode:
+        return cls(generate_world(task, split, seed, judge_mode), controlled, strict=strict)
+
+    @property
+    def done(self) -> bool:
+        return self.world.done
+
+    # ------------------------------------------------------------------ stepping
+
+    def _mark(self, category: str, labs: set[str] | Sequence[str]) -> None:
+        if category not in CATEGORY_COLUMNS:
+            return
+        vcol, mcol = CATEGORY_COLUMNS[category]
+        targets = self.world.labs if self.strict else labs
+        for lid in targets:
+            v, m = potential_parts(self.world, lid)
+            pv, pm = self.phi[lid]
+            led = self._ledger[lid]
+            led[vcol] += v - pv
+            led[mcol] += m - pm
+            self.phi[lid] = (v, m)
+
+    def step(self, actions: Mapping[str, Action | RejectedAction | None]) -> RoundReport:
+        w = self.world
+        if w.done:
+            raise EpisodeOver("the episode is over; call reset for a new one")
+        self._ledger = {lid: dict.fromkeys((*COMPONENT_COLUMNS, *PENALTY_COLUMNS), 0.0) for lid in w.labs}
+        order = list(w.labs)
+        w.rng.shuffle(order)
+        results: dict[str, ActionResult] = {}
+        record_actions: dict[str, dict[str, Any]] = {}
+        for lid in order:
+            action = actions.get(lid) or WAIT
+            lab = w.labs[lid]
+            if lab.finished and isinstance(action, Action) and action.action_type == "wait":
+                results[lid] = ActionResult(True, "ok", "finished")
+                continue
+            lab.actions += 1
+            led = self._ledger[lid]
+            try:
+                if isinstance(action, RejectedAction):
+                    record_actions[lid] = {"rejected": action.code}
+                    raise ActionError(action.code, action.message)
+                record_actions[lid] = action_to_dict(action)
+                outcome = apply_action(w, lid, action)
+            except ActionError as e:
+                results[lid] = ActionResult(False, e.code, e.message)
+                lab.invalid_actions += 1
+                lab.reputation = max(0.0, lab.reputation + REP_INVALID)
+                led["invalid_action_penalty"] -= PENALTY_INVALID
+                lab.last_signature, lab.repeat_count = None, 0
+                continue
+            results[lid] = ActionResult(True, "ok", outcome.note)
+            self._spam_check(lid, action)
+            if outcome.breaches:
+                led["breach_penalty"] -= PENALTY_BREACH * outcome.breaches
+            self._mark(outcome.category, outcome.affected)
+        self._tick()
+        rewards = self._close_round()
+        self.last_results = results
+        self.last_rewards = rewards
+        self.transcript.append({
+            "round": w.round_index - 1, "order": order, "actions": record_actions,
+            "results": {lid: [r.ok, r.code] for lid, r in sorted(results.items())},
+            "rewards": {lid: round(r["normalized_reward"], 12) for lid, r in rewards.items()},
+        })
+        return RoundReport(w.round_index - 1, order, results, rewards, w.done)
+
+    def _spam_check(self, lid: str, action: Action) -> None:
+        lab = self.world.labs[lid]
+        if action.action_type in ("wait", "finish"):
+            lab.last_signature, lab.repeat_count = None, 0
+            return
+        sig = tuple(sorted(action_to_dict(action).items(), key=lambda kv: kv[0]))
+        sig = tuple((k, repr(v)) for k, v in sig)
+        if sig == lab.last_signature:
+            lab.repeat_count += 1
+            self._ledger[lid]["spam_penalty"] -= PENALTY_SPAM
+            lab.reputation = max(0.0, lab.reputation + REP_SPAM)
+        else:
+            lab.last_signature, lab.repeat_count = sig, 0
+
+    def _tick(self) -> None:
+        w = self.world
+        w.round_index += 1
+        expire(w)
+        self._mark("judge", resolve_auctions(w))
+        affected, _honoured, lapsed, breaches = start_blocks(w)
+        self._mark("time", affected)
+        for lid, n in lapsed.items():
+            self._ledger[lid]["spam_penalty"] -= PENALTY_SPAM * n
+        for lid, n in breaches.items():
+            self._ledger[lid]["breach_penalty"] -= PENALTY_BREACH * n
+        self._mark("allocation", settle_due_jobs(w))
+        self._mark("shock", fire_due_shocks(w))
+        finished = bool(self.controlled) and all(w.labs[c].finished for c in self.controlled)
+        if w.round_index >= w.max_rounds or finished:
+            self._mark("allocation", final_settlement(w))
+            # the end is exact: every lab's Φ is re-read so the episode's sum telescopes
+            self._mark("allocation", list(w.labs))
+
+    def _close_round(self) -> dict[str, dict[str, float]]:
+        rewards: dict[str, dict[str, float]] = {}
+        for lid, led in self._ledger.items():
+            scale = self.world.reward_scale[lid]
+            row = {c: led[c] / scale for c in COMPONENT_COLUMNS}
+            row["invalid_action_penalty"] = max(-PENALTY_INVALID, led["invalid_action_penalty"])
+            row["spam_penalty"] = max(-SPAM_CAP, led["spam_penalty"])
+            row["breach_penalty"] = max(-BREACH_CAP, led["breach_penalty"])
+            total = math.fsum(row.values())
+            row["normalized_reward"] = total
+            self.returns[lid] += total
+            self.penalties[lid] += row["invalid_action_penalty"] + row["spam_penalty"] + row["breach_penalty"]
+            rewards[lid] = row
+        return rewards
+
+    # ------------------------------------------------------------------ views, copies, metrics
+
+    def observe(self, lab_id: str, *, aids: bool = True) -> SeatView:
+        res = self.last_results.get(lab_id)
+        rv = ResultView(res.ok, res.code, res.message) if res else None
+        row = self.last_rewards.get(lab_id, {})
+        return observe(self.world, lab_id, last_result=rv, reward=row.get("normalized_reward", 0.0),
+                       reward_breakdown=row, aids=aids)
+
+    def snapshot(self) -> EpisodeSnapshot:
+        return copy.deepcopy(EpisodeSnapshot(self.world, self.phi, self.returns, self.transcript,
+                                             self.last_results, self.last_rewards, self.penalties))
+
+    def restore(self, snap: EpisodeSnapshot) -> None:
+        s = copy.deepcopy(snap)
+        self.world, self.phi, self.returns, self.transcript = s.world, s.phi, s.returns, s.transcript
+        self.last_results, self.last_rewards, self.penalties = s.last_results, s.last_rewards, s.penalties
+
+    def fork(self) -> Episode:
+        other = Episode.__new__(Episode)
+        other.controlled, other.strict, other._ledger = self.controlled, self.strict, {}
+        other.restore(self.snapshot())
+        return other
+
+    def potential(self, lab_id: str) -> float:
+        v, m = self.phi[lab_id]
+        return v + m
+
+    def metrics(self) -> dict[str, Any]:
+        """Episode metrics: welfare vs the exact optimum, surplus per lab, deal/breach/invalid rates, Gini."""
+        w = self.world
+        utilities = {lid: self.potential(lid) - lab.initial_budget for lid, lab in w.labs.items()}
+        surplus = {lid: self.potential(lid) - w.initial_potential[lid] for lid in w.labs}
+        # money that left the economy (auction prices) is welfare spent, not destroyed value
+        paid_to_market = sum(a.price for a in w.auctions.values() if a.status == "awarded")
+        welfare = sum(utilities.values()) + paid_to_market
+        optimum = exante_optimum(w.task, w.split, w.seed)
+        lab_metrics = {}
+        for lid, lab in w.labs.items():
+            lab_metrics[lid] = {
+                "utility": utilities[lid], "surplus_over_batna": surplus[lid], "return": self.returns[lid],
+                "deal_rate": lab.deals / lab.offers_made if lab.offers_made else 0.0,
+                "deals": lab.deals, "offers_made": lab.offers_made,
+                "breach_rate": lab.breaches / lab.commitments if lab.commitments else 0.0,
+                "invalid_rate": lab.invalid_actions / lab.actions if lab.actions else 0.0,
+                "reputation": lab.reputation,
+            }
+        vals = sorted(utilities.values())
+        n = len(vals)
+        gini = 0.0
+        if n and sum(vals) > 0:
+            gini = sum((2 * i - n + 1) * v for i, v in enumerate(vals)) / (n * sum(vals))
+        return {
+            "task": w.task, "split": w.split, "seed": w.seed, "rounds": w.round_index, "done": w.done,
+            # ex-ante optimum: shocks may move welfare past it
+            "welfare": welfare, "optimum": optimum, "welfare_ratio": welfare / optimum if optimum > 0 else 0.0,
+            "gini": gini, "labs": lab_metrics,
+        }
+
+
+@lru_cache(maxsize=4096)
+def exante_optimum(task: str, split: str, seed: int) -> float:
+    """The exact welfare optimum of the world as generated (before shocks and play).
+
+    Every policy evaluated on the same seed is measured against the same number, which is what a
+    comparison table needs; it is a pure function of (task, split, seed), hence the cache.
+    """
+    world = generate_world(task, split, seed)
+    return social_optimum(list(world.blocks.values()), list(world.jobs.values()))
+
+
+def views_for(episode: Episode, seats: Sequence[str], aids: bool = True) -> dict[str, SeatView]:
+    return {lid: episode.observe(lid, aids=aids) for lid in seats}

@@ -1,0 +1,330 @@
+"""Valuation: a lab's best allocation of its blocks to its jobs, its potential, and the welfare optimum.
+
+The same functions price everything: the reward's potential, the seat's decision aids, the
+opponents' offer valuations and the final settlement. ``best_allocation`` is an exact dynamic
+program over blocks whose state is the capped hours per job (capping is exact because a job's
+value stops growing at its requirement). ``social_optimum`` is an exact MILP solved by HiGHS.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from functools import lru_cache
+
+from .types import ASSIGNED, PLANNABLE, Block, BlockStatus, Job, World
+
+# (hours, end_round, reliability, energy_total)
+BlockKey = tuple[int, int, float, float]
+# (required, fixed_hours, deadline, min_reliability, value (share-weighted), partial_credit)
+JobKey = tuple[int, int, int, float, float, float]
+
+
+def job_value(value: float, required: int, partial_credit: float, hours: float) -> float:
+    """Value of a job given the valid hours assigned to it."""
+    if hours >= required:
+        return value
+    if partial_credit <= 0.0 or hours <= 0:
+        return 0.0
+    return value * partial_credit * hours / required
+
+
+def block_fits(block: Block, job: Job) -> bool:
+    return block.end_round <= job.deadline_round and block.reliability >= job.min_reliability
+
+
+Frontier = dict[tuple[int, ...], float]
+Parents = list[dict[tuple[int, ...], tuple[tuple[int, ...], int]]]
+
+
+@lru_cache(maxsize=1 << 13)
+def _dp(blocks: tuple[BlockKey, ...], jobs: tuple[JobKey, ...]) -> tuple[Frontier, Parents]:
+    """Dynamic program over blocks. State: capped valid hours per job; kept: least energy to reach it.
+
+    Keeping only the least energy per state is exact both for the objective (value depends on the
+    state alone) and for the budget constraint on energy applied at the end.
+    """
+    caps = tuple(j[0] for j in jobs)
+    start = tuple(min(j[1], j[0]) for j in jobs)
+    frontier: Frontier = {start: 0.0}
+    parents: Parents = []
+    for hours, end, rel, energy in blocks:
+        options = [
+            k for k, (req, _f, deadline, min_rel, value, _pc) in enumerate(jobs)
+            if end <= deadline and rel >= min_rel and value > 0 and req > 0
+        ]
+        nxt = dict(frontier)
+        par = {s: (s, -1) for s in frontier}
+        for state, neg_e in frontier.items():
+            for k in options:
+                h = state[k]
+                if h >= caps[k]:
+                    continue
+                ns = (*state[:k], min(h + hours, caps[k]), *state[k + 1:])
+                ne = neg_e - energy
+                if ns not in nxt or ne > nxt[ns] + 1e-12:
+                    nxt[ns] = ne
+                    par[ns] = (state, k)
+        frontier = nxt
+        parents.append(par)
+    return frontier, parents
+
+
+def _state_value(jobs: tuple[JobKey, ...], state: tuple[int, ...]) -> float:
+    return sum(job_value(j[4], j[0], j[5], h) for j, h in zip(jobs, state, strict=True))
+
+
+def _solve(blocks: tuple[BlockKey, ...], jobs: tuple[JobKey, ...],
+           budget: float = float("inf")) -> tuple[float, float, tuple[int, ...]]:
+    """Exact best assignment whose energy fits ``budget``: (value, energy, job index per block or -1)."""
+    frontier, parents = _dp(blocks, jobs)
+    best_state: tuple[int, ...] | None = None
+    best_total = float("-inf")
+    best_value = 0.0
+    for state, neg_e in frontier.items():
+        if -neg_e > budget + 1e-9:
+            continue
+        v = _state_value(jobs, state)
+        if v + neg_e > best_total + 1e-12:
+            best_total, best_state, best_value = v + neg_e, state, v
+    assert best_state is not None  # assigning nothing costs nothing and is always in the frontier
+    choices = [-1] * len(blocks)
+    state = best_state
+    for i in range(len(blocks) - 1, -1, -1):
+        prev, k = parents[i][state]
+        choices[i] = k
+        state = prev
+    return best_value, best_value - best_total, tuple(choices)
+
+
+def _net_with_extra(blocks: tuple[BlockKey, ...], jobs: tuple[JobKey, ...], extra: BlockKey,
+                    budget: float) -> float:
+    """Best value − energy with one more block, from the cached frontier of ``blocks``."""
+    hours, end, rel, energy = extra
+    fits = [k for k, (req, _f, deadline, min_rel, value, _pc) in enumerate(jobs)
+            if end <= deadline and rel >= min_rel and value > 0 and req > 0]
+    best = float("-inf")
+    frontier, _parents = _dp(blocks, jobs)
+    for state, neg_e in frontier.items():
+        if -neg_e > budget + 1e-9:
+            continue
+        vals = [job_value(j[4], j[0], j[5], h) for j, h in zip(jobs, state, strict=True)]
+        base = sum(vals)
+        best = max(best, base + neg_e)
+        if -neg_e + energy > budget + 1e-9:
+            continue
+        for k in fits:
+            req = jobs[k][0]
+            if state[k] >= req:
+                continue
+            gain = job_value(jobs[k][4], req, jobs[k][5], min(state[k] + hours, req)) - vals[k]
+            best = max(best, base + gain + neg_e - energy)
+    return best
+
+
+@dataclass(frozen=True, slots=True)
+class Plan:
+    """A lab's best use of its plannable blocks: job value reachable and energy still to pay."""
+
+    value: float
+    energy: float
+    assignment: dict[str, str]  # block_id -> job_id
+
+    @property
+    def net(self) -> float:
+        return self.value - self.energy
+
+
+def valid_hours(world: World, job: Job) -> int:
+    """Hours already assigned to ``job`` that will count at settlement."""
+    total = 0
+    for b in world.blocks.values():
+        if b.job_id == job.job_id and b.status in ASSIGNED and block_fits(b, job):
+            total += b.hours
+    return total
+
+
+def owner_share(world: World, job: Job) -> float:
+    if job.coalition_id is None:
+        return 1.0
+    return world.coalitions[job.coalition_id].shares.get(job.owner, 0.0)
+
+
+def plannable_blocks(world: World, lab_id: str) -> list[Block]:
+    r = world.round_index
+    return [
+        b for b in world.blocks.values()
+        if b.owner == lab_id and b.status in PLANNABLE and b.start_round > r
+    ]
+
+
+def open_jobs(world: World, lab_id: str) -> list[Job]:
+    return [j for j in world.jobs.values() if j.owner == lab_id and j.status == "open"]
+
+
+def _job_keys(world: World, jobs: Sequence[Job]) -> tuple[JobKey, ...]:
+    return tuple(
+        (j.gpu_hours_required, valid_hours(world, j), j.deadline_round, j.min_reliability,
+         j.value * owner_share(world, j), j.partial_credit)
+        for j in jobs
+    )
+
+
+def _block_key(b: Block) -> BlockKey:
+    return (b.hours, b.end_round, b.reliability, b.energy_cost * b.hours)
+
+
+class LabValuer:
+    """Prices hypothetical holdings for one lab: the jobs side is computed once, blocks vary.
+
+    Used for decision aids (marginal value of a block, value of an offer) where many
+    what-if plans share the same jobs.
+    """
+
+    __slots__ = ("blocks", "budget", "job_keys", "jobs", "round_index")
+
+    def __init__(self, world: World, lab_id: str, budget: float | None = None) -> None:
+        self.round_index = world.round_index
+        self.budget = world.labs[lab_id].budget if budget is None else budget
+        self.blocks = plannable_blocks(world, lab_id)
+        self.jobs = open_jobs(world, lab_id)
+        self.job_keys = _job_keys(world, self.jobs)
+
+    def plan(self, extra: Iterable[Block] = (), without: Iterable[str] = (), money: float = 0.0) -> Plan:
+        """Best plan with ``extra`` blocks, without ``without``, and ``money`` added to the budget."""
+        drop = set(without)
+        blocks = [b for b in self.blocks if b.block_id not in drop]
+        blocks.extend(b for b in extra if b.start_round > self.round_index)
+        if not self.jobs:
+            return Plan(0.0, 0.0, {})
+        value, energy, choices = _solve(tuple(_block_key(b) for b in blocks), self.job_keys,
+                                        max(0.0, self.budget + money))
+        assignment = {b.block_id: self.jobs[k].job_id for b, k in zip(blocks, choices, strict=True) if k >= 0}
+        return Plan(value, energy, assignment)
+
+    def net(self, extra: Iterable[Block] = (), without: Iterable[str] = (), money: float = 0.0) -> float:
+        extra = list(extra)
+        drop = set(without)
+        if len(extra) == 1 and not drop and not money and self.jobs:
+            if extra[0].start_round <= self.round_index:
+                return self.plan().net
+            keys = tuple(_block_key(b) for b in self.blocks)
+            return _net_with_extra(keys, self.job_keys, _block_key(extra[0]), self.budget)
+        return self.plan(extra, drop, money).net
+
+
+def best_allocation(world: World, lab_id: str, extra: Iterable[Block] = (),
+                    without: Iterable[str] = ()) -> Plan:
+    """The lab's optimal allocation of its plannable blocks (plus ``extra``, minus ``without``)."""
+    return LabValuer(world, lab_id).plan(extra, without)
+
+
+def member_share_value(world: World, lab_id: str) -> float:
+    """Value a lab expects from formed coalitions on other labs' jobs, at the hours pooled so far."""
+    total = 0.0
+    for c in world.coalitions.values():
+        if c.status != "formed" or lab_id not in c.shares:
+            continue
+        job = world.jobs[c.job_id]
+        if job.owner == lab_id or job.status != "open":
+            continue
+        total += c.shares[lab_id] * job_value(
+            job.value, job.gpu_hours_required, job.partial_credit, valid_hours(world, job))
+    return total
+
+
+def potential_parts(world: World, lab_id: str, plan: Plan | None = None) -> tuple[float, float]:
+    """Φ split into (value part, money part); Φ = value + money.
+
+    value: realised job value + value reachable by the best plan + coalition shares.
+    money: budget − energy the best plan would still pay.
+    """
+    lab = world.labs[lab_id]
+    if plan is None:
+        plan = best_allocation(world, lab_id)
+    value = lab.realized_value + plan.value + member_share_value(world, lab_id)
+    money = lab.budget - plan.energy
+    return value, money
+
+
+def potential(world: World, lab_id: str) -> float:
+    v, m = potential_parts(world, lab_id)
+    return v + m
+
+
+def welfare_lower_bound(blocks: Sequence[Block], jobs: Sequence[Job]) -> float:
+    """A feasible (so never optimistic) welfare: jobs in order of value density each take their
+    best subset of the blocks still unused. Deterministic and fast; used to accept generated worlds."""
+    remaining = [b for b in blocks if b.status != BlockStatus.FAILED]
+    total = 0.0
+    for job in sorted(jobs, key=lambda j: (-j.value / max(1, j.gpu_hours_required), j.job_id)):
+        fit = [b for b in remaining if block_fits(b, job)]
+        if not fit:
+            continue
+        key = ((job.gpu_hours_required, 0, job.deadline_round, job.min_reliability, job.value, job.partial_credit),)
+        value, energy, choices = _solve(tuple(_block_key(b) for b in fit), key)  # no budget: a planner's bound
+        if value - energy <= 0:
+            continue
+        total += value - energy
+        used = {b.block_id for b, k in zip(fit, choices, strict=True) if k >= 0}
+        remaining = [b for b in remaining if b.block_id not in used]
+    return total
+
+
+def social_optimum(blocks: Sequence[Block], jobs: Sequence[Job]) -> float:
+    """Exact maximum of Σ job value − Σ energy over all assignments of ``blocks`` to ``jobs``.
+
+    Ownership and timing of trades are ignored: it is the welfare a perfect planner reaches.
+    Solved as a MILP with HiGHS; variables are x[b,j] (block b runs for job j), y[j] (job j
+    completes) and p[j] (hours counted for partial credit).
+    """
+    import numpy as np
+    from scipy.optimize import Bounds, LinearConstraint, milp
+
+    usable = [b for b in blocks if b.status not in (BlockStatus.FAILED,)]
+    pairs = [(bi, ji) for bi, b in enumerate(usable) for ji, j in enumerate(jobs)
+             if block_fits(b, j) and j.value > 0]
+    if not pairs or not jobs:
+        return 0.0
+    nx, nj = len(pairs), len(jobs)
+    n = nx + 2 * nj
+    c = np.zeros(n)
+    for k, (bi, _ji) in enumerate(pairs):
+        b = usable[bi]
+        c[k] = b.energy_cost * b.hours
+    for ji, j in enumerate(jobs):
+        c[nx + ji] = -(1.0 - j.partial_credit) * j.value
+        c[nx + nj + ji] = -j.partial_credit * j.value / j.gpu_hours_required
+    rows: list[np.ndarray] = []
+    lo: list[float] = []
+    hi: list[float] = []
+    for bi in range(len(usable)):
+        row = np.zeros(n)
+        for k, (b2, _j) in enumerate(pairs):
+            if b2 == bi:
+                row[k] = 1.0
+        rows.append(row)
+        lo.append(-np.inf)
+        hi.append(1.0)
+    for ji, j in enumerate(jobs):
+        supply = np.zeros(n)
+        for k, (bi, j2) in enumerate(pairs):
+            if j2 == ji:
+                supply[k] = usable[bi].hours
+        done = supply.copy()
+        done[nx + ji] = -j.gpu_hours_required
+        rows.append(done)
+        lo.append(0.0)
+        hi.append(np.inf)
+        part = supply.copy()
+        part[nx + nj + ji] = -1.0
+        rows.append(part)
+        lo.append(0.0)
+        hi.append(np.inf)
+    integrality = np.concatenate([np.ones(nx), np.ones(nj), np.zeros(nj)])
+    upper = np.concatenate([np.ones(nx + nj), np.array([float(j.gpu_hours_required) for j in jobs])])
+    res = milp(c, constraints=LinearConstraint(np.array(rows), lo, hi), integrality=integrality,
+               bounds=Bounds(np.zeros(n), upper))
+    if res.status != 0 or res.x is None:  # pragma: no cover - HiGHS solves these small bounded MILPs
+        raise RuntimeError(f"welfare MILP failed: {res.message}")
+    return max(0.0, float(-res.fun))

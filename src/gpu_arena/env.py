@@ -1,0 +1,253 @@
+"""GpuArenaEnv: the arena as an OpenEnv ``Environment`` with one controlled seat.
+
+The other seats are filled by policies (``opponents``). Each ``step`` takes the controlled seat's
+action, asks every other seat's policy for its action on that seat's own view, resolves the
+round in the core engine, and returns the controlled seat's new observation.
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+import uuid
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from openenv.core.env_server.interfaces import Environment
+from openenv.core.env_server.types import EnvironmentMetadata
+from pydantic import ValidationError
+
+from .core.engine import Episode, EpisodeSnapshot
+from .core.policy import Policy
+from .core.serialize import coerce_action, world_to_dict
+from .core.types import REWARD_COLUMNS, SPLITS, TASKS, Action, RejectedAction
+from .core.views import render_text
+from .core.worldgen import world_seed
+from .models import ActionResultModel, ArenaAction, ArenaObservation, ArenaState, observation_from_view
+from .policies import make_policy
+
+JUDGE_MODES = ("none",)
+DEFAULT_OPPONENT = "no_negotiation"
+
+
+def _error_observation(code: str, message: str, *, done: bool) -> ArenaObservation:
+    return ArenaObservation(last_action_result=ActionResultModel(ok=False, code=code, message=message),
+                            reward=0.0, done=done)
+
+
+class GpuArenaEnv(Environment[ArenaAction, ArenaObservation, ArenaState]):
+    """A scarce-GPU negotiation market with one seat driven from outside.
+
+    Contract (after Gymnasium's ``Env``):
+
+    * ``reset(seed=None, task=..., split=..., seat=..., opponents=..., judge_mode=...)`` draws a
+      world from ``(task, split, seed)`` and returns the seat's first observation. The same
+      arguments and the same actions always give the same transcript. ``seed=None`` draws a fresh
+      seed, reported in ``observation.metadata["seed"]``.
+    * ``step(action)`` plays one round and returns the seat's observation with ``reward`` (in
+      [-1, 1]), ``reward_breakdown`` (all 11 columns) and ``last_action_result`` (ok, code,
+      message). An invalid action never raises: it is a wait with an ``invalid_action_penalty``
+      and a stable error code, and it changes nothing else. ``step`` before ``reset`` or after the
+      episode ended returns an error observation (``not_reset`` / ``episode_done``) with zero
+      reward and never starts a new episode.
+    * The sum of an episode's rewards equals (final utility − BATNA) / reward_scale plus the
+      penalties, exactly.
+    * Observations are fresh copies; ``state`` is the god view (all private values) for
+      orchestration only.
+
+    Args (defaults for ``reset``):
+        task: ``single_trade`` | ``market_round`` | ``coalition_market``.
+        split: ``train`` | ``holdout``.
+        seat: the controlled lab id (``lab_0`` by default).
+        opponents: a policy name for every other seat, a list in seat order, or a mapping
+            seat -> name or Policy object. Default ``no_negotiation``.
+    """
+
+    SUPPORTS_CONCURRENT_SESSIONS = True
+
+    def __init__(self, task: str = "single_trade", split: str = "train", seat: str = "lab_0",
+                 opponents: str | Sequence[str] | Mapping[str, Any] | None = None,
+                 judge_mode: str = "none") -> None:
+        super().__init__()
+        self._defaults: dict[str, Any] = {"task": task, "split": split, "seat": seat, "opponents": opponents,
+                                          "judge_mode": judge_mode}
+        self._episode: Episode | None = None
+        self._policies: dict[str, Policy] = {}
+        self._seat = seat
+        self._episode_id: str | None = None
+        self._seed: int | None = None
+        self._step_count = 0
+        self._over_reported = False
+
+    # ------------------------------------------------------------------ OpenEnv API
+
+    def reset(self, seed: int | None = None, episode_id: str | None = None, **kwargs: Any) -> ArenaObservation:
+        args = dict(self._defaults)
+        unknown = set(kwargs) - set(args)
+        if unknown:
+            raise ValueError(f"unknown reset arguments: {', '.join(sorted(unknown))}; known: {', '.join(args)}")
+        args.update({k: v for k, v in kwargs.items() if v is not None})
+        task, split, seat, judge_mode = args["task"], args["split"], args["seat"], args["judge_mode"]
+        if task not in TASKS:
+            raise ValueError(f"unknown task {task!r}; expected one of {', '.join(TASKS)}")
+        if split not in SPLITS:
+            raise ValueError(f"unknown split {split!r}; expected one of {', '.join(SPLITS)}")
+        if judge_mode not in JUDGE_MODES:
+            raise ValueError(f"unknown judge_mode {judge_mode!r}; expected one of {', '.join(JUDGE_MODES)}")
+        if seed is None:
+            seed = secrets.randbelow(2**31)
+        if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+            raise ValueError(f"seed must be a non-negative integer, got {seed!r}")
+        episode = Episode.new(task, split, seed, controlled=(), judge_mode=judge_mode)
+        if seat not in episode.world.labs:
+            raise ValueError(f"unknown seat {seat!r}; {task} seed {seed} has {', '.join(episode.world.labs)}")
+        episode.controlled = (seat,)
+        self._policies = self._build_opponents(episode, seat, args["opponents"], seed)
+        self._episode, self._seat, self._seed = episode, seat, seed
+        self._episode_id = episode_id or str(uuid.uuid4())
+        self._step_count = 0
+        self._over_reported = False
+        return self._observe()
+
+    def step(self, action: ArenaAction | Action | Mapping[str, Any] | str, timeout_s: float | None = None,
+             **kwargs: Any) -> ArenaObservation:
+        episode = self._episode
+        if episode is None:
+            return _error_observation("not_reset", "call reset() before step()", done=True)
+        if episode.done:
+            return _error_observation("episode_done", "the episode is over; call reset() for a new one", done=True)
+        actions: dict[str, Action | RejectedAction | None] = {self._seat: self._read_action(action)}
+        for lid, policy in self._policies.items():
+            actions[lid] = self._policy_action(episode, lid, policy)
+        episode.step(actions)
+        self._step_count += 1
+        return self._observe()
+
+    @property
+    def state(self) -> ArenaState:
+        ep = self._episode
+        if ep is None:
+            return ArenaState(episode_id=self._episode_id, step_count=0)
+        w = ep.world
+        return ArenaState(episode_id=self._episode_id, step_count=self._step_count, task=w.task, split=w.split,
+                          seed=w.seed, controlled_lab_id=self._seat, round_index=w.round_index,
+                          max_rounds=w.max_rounds, done=w.done, world=world_to_dict(w))
+
+    def get_metadata(self) -> EnvironmentMetadata:
+        return EnvironmentMetadata(
+            name="gpu_arena",
+            description="AI labs bargain, pool and pitch for scarce GPU blocks before a deadline; "
+                        "dense potential-based reward with 11 decomposed columns.",
+            version="0.1.0",
+        )
+
+    # ------------------------------------------------------------------ extras
+
+    @property
+    def episode(self) -> Episode | None:
+        """The core episode (for harnesses and tests)."""
+        return self._episode
+
+    def snapshot(self) -> dict[str, Any]:
+        if self._episode is None:
+            raise RuntimeError("nothing to snapshot before reset()")
+        return {"episode": self._episode.snapshot(), "seat": self._seat, "seed": self._seed,
+                "step_count": self._step_count, "episode_id": self._episode_id,
+                "policies": _copy_policies(self._policies)}
+
+    def restore(self, snap: Mapping[str, Any]) -> ArenaObservation:
+        ep_snap: EpisodeSnapshot = snap["episode"]
+        if self._episode is None:
+            self._episode = Episode.__new__(Episode)
+            self._episode.controlled, self._episode.strict, self._episode._ledger = (snap["seat"],), False, {}
+        self._episode.restore(ep_snap)
+        self._episode.controlled = (snap["seat"],)
+        self._seat, self._seed, self._step_count = snap["seat"], snap["seed"], snap["step_count"]
+        self._episode_id = snap["episode_id"]
+        self._policies = _copy_policies(snap["policies"])
+        return self._observe()
+
+    def fork(self) -> GpuArenaEnv:
+        """An independent copy of this environment at the current step (policies included)."""
+        other = GpuArenaEnv(**self._defaults)
+        other.restore(self.snapshot())
+        return other
+
+    def render(self) -> str:
+        if self._episode is None:
+            return "(not reset)"
+        return render_text(self._episode.observe(self._seat))
+
+    def metrics(self) -> dict[str, Any]:
+        if self._episode is None:
+            raise RuntimeError("no episode: call reset() first")
+        return self._episode.metrics()
+
+    # ------------------------------------------------------------------ helpers
+
+    def _observe(self) -> ArenaObservation:
+        assert self._episode is not None
+        view = self._episode.observe(self._seat)
+        return observation_from_view(view, metadata={
+            "episode_id": self._episode_id, "seed": self._seed, "task": view.task, "split": view.split,
+            "step": self._step_count})
+
+    def _read_action(self, action: Any) -> Action | RejectedAction:
+        if isinstance(action, str | bytes):
+            try:
+                action = json.loads(action)
+            except (ValueError, TypeError) as e:
+                return RejectedAction("malformed_action", f"action is not valid JSON: {e}")
+        if isinstance(action, Mapping) and not isinstance(action, ArenaAction):
+            try:
+                action = ArenaAction.model_validate(dict(action))
+            except ValidationError as e:
+                first = e.errors()[0]
+                where = ".".join(str(p) for p in first.get("loc", ()))
+                code = "unknown_action_type" if where == "action_type" and first.get("type") == "literal_error" \
+                    else "unknown_field" if first.get("type") == "extra_forbidden" else "invalid_type"
+                return RejectedAction(code, f"{where or 'action'}: {first.get('msg', 'invalid')}")
+        return coerce_action(action)
+
+    def _policy_action(self, episode: Episode, lid: str, policy: Policy) -> Action | RejectedAction:
+        view = episode.observe(lid, aids=getattr(policy, "uses_aids", True))
+        try:
+            return coerce_action(policy.act(view))
+        except Exception as e:  # a broken opponent must not crash the episode
+            return RejectedAction("policy_error", f"{type(e).__name__}: {e}")
+
+    def _build_opponents(self, episode: Episode, seat: str, spec: Any, seed: int) -> dict[str, Policy]:
+        others = [lid for lid in episode.world.labs if lid != seat]
+        if spec is None or isinstance(spec, str):
+            chosen: dict[str, Any] = dict.fromkeys(others, spec or DEFAULT_OPPONENT)
+        elif isinstance(spec, Mapping):
+            extra = set(spec) - set(others)
+            if extra:
+                raise ValueError(f"opponents names seats that are not opponents: {', '.join(sorted(extra))}")
+            chosen = {lid: spec.get(lid, DEFAULT_OPPONENT) for lid in others}
+        elif isinstance(spec, Sequence):
+            if len(spec) != len(others):
+                raise ValueError(f"opponents lists {len(spec)} policies for {len(others)} seats ({', '.join(others)})")
+            chosen = dict(zip(others, spec, strict=True))
+        else:
+            raise ValueError("opponents must be a policy name, a list of names, or a mapping seat -> name")
+        out: dict[str, Policy] = {}
+        for lid, p in chosen.items():
+            if isinstance(p, str):
+                lab = episode.world.labs[lid]
+                out[lid] = make_policy(p, seed=world_seed(f"policy:{lid}", episode.world.split, seed),
+                                       **lab.params)
+            elif hasattr(p, "act"):
+                out[lid] = p
+            else:
+                raise ValueError(f"opponent for {lid} must be a policy name or an object with act()")
+        return out
+
+
+def _copy_policies(policies: Mapping[str, Policy]) -> dict[str, Policy]:
+    import copy
+
+    return copy.deepcopy(dict(policies))
+
+
+__all__ = ["REWARD_COLUMNS", "GpuArenaEnv"]
