@@ -214,14 +214,15 @@ class Episode:
     def _tick(self) -> None:
         w = self.world
         w.round_index += 1
-        expire(w)
-        self._mark("judge", resolve_auctions(w))
+        # windows opening is the only effect of the clock itself on Φ, so it is marked first
         affected, _honoured, lapsed, breaches = start_blocks(w)
         self._mark("time", affected)
         for lid, n in lapsed.items():
             self._ledger[lid]["spam_penalty"] -= PENALTY_SPAM * n
         for lid, n in breaches.items():
             self._ledger[lid]["breach_penalty"] -= PENALTY_BREACH * n
+        expire(w)
+        self._mark("judge", resolve_auctions(w))
         self._mark("allocation", settle_due_jobs(w))
         self._mark("shock", fire_due_shocks(w))
         finished = bool(self.controlled) and all(w.labs[c].finished for c in self.controlled)
