@@ -5,12 +5,12 @@ from __future__ import annotations
 import copy
 
 import pytest
-from helpers import act, block, job, make_world, play, trade_world
 
 from gpu_arena.core.engine import Episode
 from gpu_arena.core.rules import MAX_LIST, MAX_MESSAGE_CHARS, ActionError, apply_action
 from gpu_arena.core.serialize import world_to_dict
 from gpu_arena.core.types import Action, BlockStatus
+from helpers import act, block, job, make_world, play, trade_world
 
 
 def result(ep: Episode, lab: str = "lab_0") -> tuple[bool, str]:
@@ -177,7 +177,7 @@ def test_counter_offer_links_and_supersedes_original():
     oid = next(iter(w.offers))
     ep.step({"lab_1": act("counter_offer", offer_id=oid, block_ids=["b_1_0"], requested_payment=10.0)})
     assert result(ep, "lab_1") == (True, "ok")
-    counter = [o for o in w.offers.values() if o.parent_offer_id == oid][0]
+    counter = next(o for o in w.offers.values() if o.parent_offer_id == oid)
     assert counter.sender == "lab_1" and counter.target == "lab_0"
     assert w.offers[oid].status == "countered"
     assert_unchanged_by(w, "lab_1", act("accept_offer", offer_id=oid), "offer_not_open")

@@ -58,6 +58,15 @@ class EpisodeOver(Exception):
     """Raised by :meth:`Episode.step` after the episode has ended."""
 
 
+def action_from_record(record: Mapping[str, Any]) -> Action | RejectedAction:
+    """Inverse of a transcript's action entry (see :func:`action_to_dict`), for replays."""
+    if "rejected" in record:
+        return RejectedAction(str(record["rejected"]), str(record.get("message", "")))
+    from .serialize import coerce_action
+
+    return coerce_action(dict(record))
+
+
 def action_to_dict(action: Action) -> dict[str, Any]:
     """The non-default fields of an action, JSON-ready (for transcripts and replays)."""
     out: dict[str, Any] = {}
@@ -170,7 +179,7 @@ class Episode:
             led = self._ledger[lid]
             try:
                 if isinstance(action, RejectedAction):
-                    record_actions[lid] = {"rejected": action.code}
+                    record_actions[lid] = {"rejected": action.code, "message": action.message}
                     raise ActionError(action.code, action.message)
                 record_actions[lid] = action_to_dict(action)
                 outcome = apply_action(w, lid, action)

@@ -67,6 +67,9 @@ class RandomPolicy:
         jobs = [j for j in observation.private_jobs if j.status == "open"]
         incoming = [o for o in observation.active_offers if o.direction == "incoming"]
         budget = observation.controlled_lab_budget
+        pending = [c for c in observation.active_coalitions if c.status == "proposed" and me not in c.consented]
+        if pending and rng.random() < 0.5:
+            return Action("commit_to_coalition", coalition_id=rng.choice(pending).coalition_id)
         kind = rng.choice((
             "send_offer", "send_offer", "accept_offer", "accept_offer", "reject_offer", "counter_offer",
             "make_pitch", "counter_pitch", "reserve_capacity", "release_capacity", "form_coalition",
@@ -107,11 +110,14 @@ class RandomPolicy:
         if kind == "form_coalition":
             pooled = [j for j in jobs if j.pooled]
             if pooled and others:
+                job = pooled[0]
                 members = tuple(rng.sample(others, k=min(len(others), rng.randint(1, 2))))
-                want = tuple(b.block_id for b in market if b.owner in members)[:4]
+                fits = [b for b in market if b.owner in members and b.end_round <= job.deadline_round
+                        and b.reliability >= job.min_reliability]
+                want = tuple(b.block_id for b in fits)[:4]
                 shares = {m: round(1.0 / (len(members) + 1), 6) for m in members}
                 shares[me] = 1.0 - sum(shares.values())
-                return Action("form_coalition", job_id=pooled[0].job_id, member_lab_ids=members,
+                return Action("form_coalition", job_id=job.job_id, member_lab_ids=members,
                               block_ids=tuple(mine[:1]), requested_block_ids=want, shares=shares)
         if kind == "commit_to_coalition":
             pending = [c for c in observation.active_coalitions if c.status == "proposed" and me not in c.consented]

@@ -321,6 +321,12 @@ def social_optimum(blocks: Sequence[Block], jobs: Sequence[Job]) -> float:
         rows.append(part)
         lo.append(0.0)
         hi.append(np.inf)
+        # valid cut: an optimum never assigns a block a job could do without, so a job's hours
+        # overshoot its requirement by less than its largest compatible block
+        biggest = max((usable[bi].hours for bi, j2 in pairs if j2 == ji), default=0)
+        rows.append(supply)
+        lo.append(-np.inf)
+        hi.append(float(j.gpu_hours_required - 1 + biggest))
     integrality = np.concatenate([np.ones(nx), np.ones(nj), np.zeros(nj)])
     upper = np.concatenate([np.ones(nx + nj), np.array([float(j.gpu_hours_required) for j in jobs])])
     res = milp(c, constraints=LinearConstraint(np.array(rows), lo, hi), integrality=integrality,
