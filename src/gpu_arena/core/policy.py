@@ -26,6 +26,7 @@ class WaitPolicy:
     """Always waits. The passive reference: its seat keeps exactly what the clock leaves it."""
 
     name = "wait"
+    uses_aids = False
 
     def act(self, observation: Any) -> Action:
         return Action("wait")
@@ -35,6 +36,7 @@ class NoNegotiationPolicy:
     """Allocates its own blocks by its best plan and never trades: it realises its BATNA."""
 
     name = "no_negotiation"
+    uses_aids = False
 
     def act(self, observation: Any) -> Action:
         if any(b.status in ("free", "reserved") for bs in [observation.owned_blocks] for b in bs
@@ -51,6 +53,7 @@ class RandomPolicy:
     """
 
     name = "random_valid"
+    uses_aids = False  # it reads best_plan, never the what-if prices
 
     def __init__(self, seed: int = 0, invalid_rate: float = 0.0) -> None:
         self.rng = random.Random(seed)

@@ -74,6 +74,7 @@ def _state_value(jobs: tuple[JobKey, ...], state: tuple[int, ...]) -> float:
     return sum(job_value(j[4], j[0], j[5], h) for j, h in zip(jobs, state, strict=True))
 
 
+@lru_cache(maxsize=1 << 15)
 def _solve(blocks: tuple[BlockKey, ...], jobs: tuple[JobKey, ...],
            budget: float = float("inf")) -> tuple[float, float, tuple[int, ...]]:
     """Exact best assignment whose energy fits ``budget``: (value, energy, job index per block or -1)."""
@@ -97,6 +98,7 @@ def _solve(blocks: tuple[BlockKey, ...], jobs: tuple[JobKey, ...],
     return best_value, best_value - best_total, tuple(choices)
 
 
+@lru_cache(maxsize=1 << 16)
 def _net_with_extra(blocks: tuple[BlockKey, ...], jobs: tuple[JobKey, ...], extra: BlockKey,
                     budget: float) -> float:
     """Best value − energy with one more block, from the cached frontier of ``blocks``."""
@@ -181,24 +183,42 @@ class LabValuer:
     what-if plans share the same jobs.
     """
 
-    __slots__ = ("blocks", "budget", "job_keys", "jobs", "round_index")
+    __slots__ = ("block_keys", "blocks", "budget", "job_keys", "jobs", "round_index")
 
     def __init__(self, world: World, lab_id: str, budget: float | None = None) -> None:
-        self.round_index = world.round_index
+        r = world.round_index
+        self.round_index = r
         self.budget = world.labs[lab_id].budget if budget is None else budget
-        self.blocks = plannable_blocks(world, lab_id)
-        self.jobs = open_jobs(world, lab_id)
-        self.job_keys = _job_keys(world, self.jobs)
+        self.jobs = [j for j in world.jobs.values() if j.owner == lab_id and j.status == "open"]
+        mine = {j.job_id: j for j in self.jobs}
+        hours = dict.fromkeys(mine, 0)
+        blocks: list[Block] = []
+        # one pass over the blocks: the lab's plannable ones, and valid hours already on its jobs
+        for b in world.blocks.values():
+            jid = b.job_id
+            if jid is not None and jid in mine and b.status in ASSIGNED and block_fits(b, mine[jid]):
+                hours[jid] += b.hours
+            elif b.owner == lab_id and b.status in PLANNABLE and b.start_round > r:
+                blocks.append(b)
+        self.blocks = blocks
+        self.block_keys = tuple(_block_key(b) for b in blocks)
+        self.job_keys = tuple(
+            (j.gpu_hours_required, hours[j.job_id], j.deadline_round, j.min_reliability,
+             j.value * owner_share(world, j), j.partial_credit)
+            for j in self.jobs)
 
     def plan(self, extra: Iterable[Block] = (), without: Iterable[str] = (), money: float = 0.0) -> Plan:
         """Best plan with ``extra`` blocks, without ``without``, and ``money`` added to the budget."""
-        drop = set(without)
-        blocks = [b for b in self.blocks if b.block_id not in drop]
-        blocks.extend(b for b in extra if b.start_round > self.round_index)
         if not self.jobs:
             return Plan(0.0, 0.0, {})
-        value, energy, choices = _solve(tuple(_block_key(b) for b in blocks), self.job_keys,
-                                        max(0.0, self.budget + money))
+        drop = set(without)
+        extra = [b for b in extra if b.start_round > self.round_index]
+        if not drop and not extra:
+            blocks, keys = self.blocks, self.block_keys
+        else:
+            blocks = [b for b in self.blocks if b.block_id not in drop] + extra
+            keys = tuple(_block_key(b) for b in blocks)
+        value, energy, choices = _solve(keys, self.job_keys, max(0.0, self.budget + money))
         assignment = {b.block_id: self.jobs[k].job_id for b, k in zip(blocks, choices, strict=True) if k >= 0}
         return Plan(value, energy, assignment)
 
@@ -208,8 +228,7 @@ class LabValuer:
         if len(extra) == 1 and not drop and not money and self.jobs:
             if extra[0].start_round <= self.round_index:
                 return self.plan().net
-            keys = tuple(_block_key(b) for b in self.blocks)
-            return _net_with_extra(keys, self.job_keys, _block_key(extra[0]), self.budget)
+            return _net_with_extra(self.block_keys, self.job_keys, _block_key(extra[0]), self.budget)
         return self.plan(extra, drop, money).net
 
 

@@ -1,0 +1,118 @@
+"""In-process throughput of the arena, as JSON, with ratios to the shared calibration loop.
+
+Run: ``make bench`` (or ``python bench/bench_core.py --seconds 3``).
+
+For each task, every seat acts every round (the controlled seat and all opponents are
+``random_valid`` policies on their own views, with 10% malformed actions mixed in). Three
+figures are measured, each divided by ``calib_ops_per_s`` from ``../shared/bench/calib.py`` run
+in this same process (before and after, averaged):
+
+* ``env_steps_per_s``: ``GpuArenaEnv.step`` calls (one round: the controlled seat's action plus
+  every opponent's, the pydantic observation with decision aids returned), resets excluded.
+* ``env_episodes_per_s``: whole episodes including ``reset``.
+* ``seat_actions_per_s`` / ``rounds_per_s``: the core engine alone (``Episode.step`` with one
+  action per seat, views without the what-if decision aids), the figure a trainer stepping
+  many seats or a simulator sees.
+
+The issue's reference (the previous arena on this machine) scored 0.106 / 0.101 / 0.054 steps
+per calibration unit on single_trade / market_round / coalition_market.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import platform
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from gpu_arena.core.engine import Episode
+from gpu_arena.core.policy import RandomPolicy
+from gpu_arena.core.types import TASKS
+from gpu_arena.env import GpuArenaEnv
+from gpu_arena.policies import make_policy
+
+REFERENCE = {"single_trade": 0.106, "market_round": 0.101, "coalition_market": 0.054}
+CALIB = Path(__file__).resolve().parents[1].parent / "shared" / "bench" / "calib.py"
+
+
+def load_calib() -> Any:
+    spec = importlib.util.spec_from_file_location("calib", CALIB)
+    if spec is None or spec.loader is None or not CALIB.exists():
+        raise SystemExit(f"calibration loop not found at {CALIB}")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def bench_env(task: str, seconds: float) -> dict[str, float]:
+    env = GpuArenaEnv(task=task, opponents="random_valid")
+    steps = episodes = 0
+    step_time = 0.0
+    t_start = time.perf_counter()
+    seed = 0
+    while time.perf_counter() - t_start < seconds:
+        obs = env.reset(seed=seed)
+        driver = make_policy("random_valid", seed=seed, invalid_rate=0.1)
+        while not obs.done:
+            action = driver.act(obs)
+            t0 = time.perf_counter()
+            obs = env.step(action)
+            step_time += time.perf_counter() - t0
+            steps += 1
+        episodes += 1
+        seed += 1
+    total = time.perf_counter() - t_start
+    return {"env_steps_per_s": steps / step_time, "env_episodes_per_s": episodes / total, "env_steps": steps}
+
+
+def bench_core(task: str, seconds: float) -> dict[str, float]:
+    rounds = actions = 0
+    elapsed = 0.0
+    seed = 0
+    while elapsed < seconds:
+        ep = Episode.new(task, "train", seed, controlled=())
+        pols = {lid: RandomPolicy(seed * 7 + i, invalid_rate=0.1) for i, lid in enumerate(ep.world.labs)}
+        t0 = time.perf_counter()
+        while not ep.done:
+            ep.step({lid: p.act(ep.observe(lid, aids=False)) for lid, p in pols.items()})
+            rounds += 1
+            actions += len(pols)
+        elapsed += time.perf_counter() - t0
+        seed += 1
+    return {"rounds_per_s": rounds / elapsed, "seat_actions_per_s": actions / elapsed}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--seconds", type=float, default=4.0, help="time per task and measurement")
+    args = parser.parse_args()
+    calib = load_calib()
+    c0 = calib.calib_ops_per_s(2.0)
+    # warm the caches and imports once so the first task is not charged for them
+    bench_env("single_trade", 0.5)
+    tasks: dict[str, Any] = {}
+    for task in TASKS:
+        env = bench_env(task, args.seconds)
+        core = bench_core(task, args.seconds)
+        tasks[task] = {**env, **core}
+    c1 = calib.calib_ops_per_s(2.0)
+    unit = (c0 + c1) / 2
+    for task, row in tasks.items():
+        for key in ("env_steps_per_s", "env_episodes_per_s", "rounds_per_s", "seat_actions_per_s"):
+            row[key.replace("_per_s", "_per_calib")] = row[key] / unit
+        row["reference_steps_per_calib"] = REFERENCE[task]
+        row["env_steps_vs_reference"] = row["env_steps_per_calib"] / REFERENCE[task]
+        row["seat_actions_vs_reference"] = row["seat_actions_per_calib"] / REFERENCE[task]
+    print(json.dumps({
+        "benchmark": "core", "calib_ops_per_s": unit, "calib_before": c0, "calib_after": c1,
+        "python": sys.version.split()[0], "machine": platform.machine(), "seconds_per_measure": args.seconds,
+        "tasks": tasks,
+    }, indent=2))
+
+
+if __name__ == "__main__":
+    main()
