@@ -46,7 +46,8 @@ def test_worlds_respect_task_ranges_and_every_job_is_feasible(task, split):
         batna = sum(LabValuer(w, lid).plan().net for lid in w.labs)
         assert welfare_lower_bound(blocks, list(w.jobs.values())) > batna + 1.0
         if task != "coalition_market":
-            assert social_optimum(blocks, list(w.jobs.values())) >= welfare_lower_bound(blocks, list(w.jobs.values()))
+            bound = welfare_lower_bound(blocks, list(w.jobs.values()))
+            assert social_optimum(blocks, list(w.jobs.values())) >= bound - 1e-6
 
 
 def test_holdout_draws_opponents_and_shocks_from_other_ranges():
