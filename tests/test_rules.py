@@ -447,3 +447,44 @@ def test_step_after_done_raises():
         ep.step({})
     with pytest.raises(EpisodeOver):
         ep.step({})
+
+
+def test_a_block_cannot_be_committed_to_two_coalitions():
+    w = coalition_world()
+    ep = play(w, {"lab_0": form(w)})
+    cid = next(iter(w.coalitions))
+    ep.step({"lab_1": act("commit_to_coalition", coalition_id=cid), "lab_2": act("commit_to_coalition", coalition_id=cid)})
+    assert w.coalitions[cid].status == "formed"
+    second = act("form_coalition", job_id="j_0_p", member_lab_ids=["lab_1"], requested_block_ids=["b_1_0"],
+                 shares={"lab_0": 0.5, "lab_1": 0.5})
+    assert_unchanged_by(w, "lab_0", second, "coalition_exists")
+    w.jobs["j_0_p"].coalition_id = None  # even for another pooled job, the block is held
+    w.coalitions[cid].status = "settled"
+    assert_unchanged_by(w, "lab_0", second, "block_committed")
+
+
+def test_episode_metrics():
+    from gpu_arena.core.policy import NoNegotiationPolicy, RandomPolicy
+    from gpu_arena.core.valuation import LabValuer
+
+    for seed in range(6):
+        ep = Episode.new("single_trade", "train", seed, controlled=())
+        batna = sum(LabValuer(ep.world, lid).plan().net for lid in ep.world.labs)
+        pols = {lid: NoNegotiationPolicy() for lid in ep.world.labs}
+        while not ep.done:
+            ep.step({lid: p.act(ep.observe(lid)) for lid, p in pols.items()})
+        m = ep.metrics()
+        assert m["welfare"] == pytest.approx(batna, abs=1e-6)  # no trade: welfare is the sum of BATNAs
+        assert 0 <= m["welfare_ratio"] <= 1 + 1e-9
+        assert set(m["labs"]["lab_0"]) >= {"utility", "surplus_over_batna", "deal_rate", "breach_rate", "invalid_rate"}
+        assert all(v["surplus_over_batna"] == pytest.approx(0.0, abs=1e-9) for v in m["labs"].values())
+        ep = Episode.new("single_trade", "train", seed, controlled=())
+        pols = {lid: RandomPolicy(seed + i, invalid_rate=0.3) for i, lid in enumerate(ep.world.labs)}
+        while not ep.done:
+            ep.step({lid: p.act(ep.observe(lid)) for lid, p in pols.items()})
+        m = ep.metrics()
+        # without shocks nothing beats the planner's optimum
+        assert m["welfare"] <= m["optimum"] + 1e-6
+        for lid, lab in ep.world.labs.items():
+            assert m["labs"][lid]["invalid_rate"] == pytest.approx(lab.invalid_actions / lab.actions)
+            assert m["labs"][lid]["utility"] == pytest.approx(lab.realized_value + lab.budget - lab.initial_budget)

@@ -19,6 +19,7 @@ from pydantic import ValidationError
 
 from .core.engine import Episode, EpisodeSnapshot
 from .core.policy import Policy
+from .core.rules import AWARD_RULES
 from .core.serialize import coerce_action, world_to_dict
 from .core.types import REWARD_COLUMNS, SPLITS, TASKS, Action, RejectedAction
 from .core.views import render_text
@@ -26,7 +27,7 @@ from .core.worldgen import world_seed
 from .models import ActionResultModel, ArenaAction, ArenaObservation, ArenaState, observation_from_view
 from .policies import make_policy
 
-JUDGE_MODES = ("none",)
+JUDGE_MODES = AWARD_RULES
 DEFAULT_OPPONENT = "no_negotiation"
 
 

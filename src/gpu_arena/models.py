@@ -131,6 +131,7 @@ class CoalitionModel(_View):
     status: str
     pooled_hours: int
     breaches: list[str]
+    excused: list[str]
 
 
 class LabModel(_View):
@@ -157,13 +158,16 @@ class EventModel(_View):
 class PitchModel(_View):
     lab_id: str
     bid: float
+    job_id: str | None
     message: str
+    round_index: int
     counter_to: str | None
 
 
 class AuctionModel(_View):
     auction_id: str
     block_id: str
+    opened_round: int
     close_round: int
     status: str
     pitches: list[PitchModel]

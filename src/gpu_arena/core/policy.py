@@ -55,9 +55,10 @@ class RandomPolicy:
     name = "random_valid"
     uses_aids = False  # it reads best_plan, never the what-if prices
 
-    def __init__(self, seed: int = 0, invalid_rate: float = 0.0) -> None:
+    def __init__(self, seed: int = 0, invalid_rate: float = 0.0, risk: float = 0.3) -> None:
         self.rng = random.Random(seed)
         self.invalid_rate = invalid_rate
+        self.risk = risk  # a world's opponent parameter: the share of its budget it may stake
 
     def act(self, observation: Any) -> Action:
         rng = self.rng
@@ -82,7 +83,7 @@ class RandomPolicy:
             theirs = [b.block_id for b in market if b.owner == target]
             give = tuple(rng.sample(mine, k=min(len(mine), rng.randint(0, 1))))
             want = tuple(rng.sample(theirs, k=min(len(theirs), rng.randint(0, 2))))
-            pay = round(rng.uniform(0, budget * 0.3), 2) if rng.random() < 0.5 else 0.0
+            pay = round(rng.uniform(0, budget * self.risk), 2) if rng.random() < 0.5 else 0.0
             ask = 0.0 if pay else round(rng.uniform(0, 5), 2) * (rng.random() < 0.3)
             conds = {k: True for k in ("must_allocate_to_job", "no_resale", "coalition_only") if rng.random() < 0.1}
             return Action("send_offer", target_lab_id=target, block_ids=give, requested_block_ids=want,
@@ -102,7 +103,7 @@ class RandomPolicy:
                 p = rng.choice(rivals)
                 return Action("counter_pitch", target_lab_id=p.lab_id, payment=round(p.bid + 1.0, 2),
                               message="we need it more")
-            return Action("make_pitch", payment=round(rng.uniform(0, budget * 0.4), 2),
+            return Action("make_pitch", payment=round(rng.uniform(0, budget * self.risk), 2),
                           job_id=jobs[0].job_id if jobs else None, message="urgent job")
         if kind == "reserve_capacity" and mine and jobs:
             return Action("reserve_capacity", block_ids=(rng.choice(mine),), job_id=rng.choice(jobs).job_id)

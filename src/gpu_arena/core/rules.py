@@ -757,6 +757,17 @@ def expire(world: World) -> None:
             c.status = "expired"
 
 
+AWARD_RULES = ("none",)
+
+
+def _award_key(world: World) -> Any:
+    """How pitches are ranked under the world's judge mode. ``none``: the highest bid wins, ties
+    to the better reputation, then the lower lab id. Judges (issue #3) add their own rules."""
+    if world.judge_mode == "none":
+        return lambda p: (-p.bid, -world.labs[p.lab_id].reputation, p.lab_id)
+    raise ValueError(f"unknown judge_mode {world.judge_mode!r}; known: {', '.join(AWARD_RULES)}")
+
+
 def resolve_auctions(world: World, *, final: bool = False) -> set[str]:
     """Award contested resources whose pitching window has closed (highest valid bid wins)."""
     affected: set[str] = set()
@@ -772,8 +783,7 @@ def resolve_auctions(world: World, *, final: bool = False) -> set[str]:
             world.events.append(Event(world.round_index, "auction_unsold", f"{a.block_id} was not sold",
                                       {"auction_id": a.auction_id}))
             continue
-        ranked = sorted(valid, key=lambda p: (-p.bid, -world.labs[p.lab_id].reputation, p.lab_id))
-        winner = ranked[0]
+        winner = min(valid, key=_award_key(world))
         lab = world.labs[winner.lab_id]
         lab.budget -= winner.bid  # paid to the market: money leaves the economy
         block.owner, block.status = winner.lab_id, BlockStatus.FREE

@@ -136,8 +136,7 @@ class Lab:
     budget: float
     reputation: float
     initial_budget: float
-    archetype: str = "none"
-    params: dict[str, float] = field(default_factory=dict)
+    params: dict[str, float] = field(default_factory=dict)  # opponent parameters, drawn per split
     finished: bool = False
     realized_value: float = 0.0
     energy_paid: float = 0.0

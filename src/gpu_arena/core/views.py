@@ -89,6 +89,7 @@ class CoalitionView:
     status: str
     pooled_hours: int
     breaches: list[str]
+    excused: list[str]  # members whose committed blocks a shock destroyed (not a breach)
 
 
 @dataclass(slots=True)
@@ -119,7 +120,9 @@ class EventView:
 class PitchView:
     lab_id: str
     bid: float
+    job_id: str | None
     message: str
+    round_index: int
     counter_to: str | None
 
 
@@ -127,6 +130,7 @@ class PitchView:
 class AuctionView:
     auction_id: str
     block_id: str
+    opened_round: int
     close_round: int
     status: str
     pitches: list[PitchView]
@@ -258,10 +262,11 @@ def observe(world: World, lab_id: str, *, last_result: ResultView | None = None,
             {k: list(v) for k, v in c.commitments.items()} if member else {},
             c.payment if member else 0.0, dict(c.shares) if member else {}, c.expires_round,
             sorted(c.consented), c.status, valid_hours(world, job) if c.status == "formed" else 0,
-            list(c.breaches)))
+            list(c.breaches), list(c.excused)))
 
-    auctions = [AuctionView(a.auction_id, a.block_id, a.close_round, a.status,
-                            [PitchView(p.lab_id, p.bid, p.message, p.counter_to) for p in a.pitches.values()],
+    auctions = [AuctionView(a.auction_id, a.block_id, a.opened_round, a.close_round, a.status,
+                            [PitchView(p.lab_id, p.bid, p.job_id, p.message, p.round_index, p.counter_to)
+                             for p in a.pitches.values()],
                             a.winner, a.price)
                 for a in world.auctions.values() if a.status == "open" or a.close_round >= r - 1]
     pooled = [PooledJobView(j.job_id, j.owner, j.gpu_hours_required, j.deadline_round, j.min_reliability, j.status)

@@ -24,7 +24,6 @@ from .types import (
 )
 from .valuation import best_allocation, block_fits, welfare_lower_bound
 
-ARCHETYPES: tuple[str, ...] = ("cooperative", "selfish", "deadline_panicked", "deceptive", "retaliatory")
 GPU_COUNTS: tuple[int, ...] = (1, 2, 2, 4, 4, 8)
 MIN_GAIN_FRACTION = 0.08  # optimum − Σ BATNA must be at least this share of all job value
 MAX_ATTEMPTS = 200
@@ -37,6 +36,10 @@ def world_seed(task: str, split: str, seed: int) -> int:
 
 
 def generate_world(task: str, split: str, seed: int, judge_mode: str = "none") -> World:
+    from .rules import AWARD_RULES
+
+    if judge_mode not in AWARD_RULES:
+        raise ValueError(f"unknown judge_mode {judge_mode!r}; known: {', '.join(AWARD_RULES)}")
     params = task_params(task, split)
     rng = episode_rng(world_seed(task, split, seed))
     for _attempt in range(MAX_ATTEMPTS):
@@ -53,13 +56,11 @@ def _draw(params: TaskParams, rng: random.Random, seed: int) -> World:
     rounds = rng.randint(*params.rounds)
     min_start = 2 if params.task == "single_trade" else 1
     lab_ids = [f"lab_{i}" for i in range(n)]
-    archetypes = list(ARCHETYPES)
-    rng.shuffle(archetypes)
     labs: dict[str, Lab] = {}
-    for i, lid in enumerate(lab_ids):
+    for lid in lab_ids:
         opp = {k: round(rng.uniform(lo, hi), 4) for k, (lo, hi) in params.opponent_ranges.items()}
         labs[lid] = Lab(lab_id=lid, budget=0.0, reputation=round(rng.uniform(0.5, 0.7), 4),
-                        initial_budget=0.0, archetype=archetypes[i % len(archetypes)], params=opp)
+                        initial_budget=0.0, params=opp)
     jobs: dict[str, Job] = {}
     blocks: dict[str, Block] = {}
     counters = dict.fromkeys(lab_ids, 0)
