@@ -204,3 +204,18 @@ def test_render_and_registry():
     assert {"wait", "no_negotiation", "random_valid"} <= set(policy_names())
     with pytest.raises(ValueError):
         make_policy("nope")
+
+
+def test_observation_round_trips_through_json_and_has_a_schema():
+    env = GpuArenaEnv(task="coalition_market", opponents="random_valid")
+    obs = env.reset(seed=6)
+    driver = make_policy("random_valid", seed=1)
+    for _ in range(4):
+        obs = env.step(driver.act(obs))
+        again = ArenaObservation.model_validate_json(obs.model_dump_json())
+        assert again == obs
+    schema = ArenaObservation.model_json_schema()
+    assert {"private_jobs", "owned_blocks", "public_market", "reward_breakdown", "last_action_result"} <= set(
+        schema["properties"])
+    with pytest.raises(ValueError):
+        ArenaObservation.model_validate({"owned_blocks": [{"block_id": 3}]})

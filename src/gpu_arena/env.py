@@ -22,9 +22,9 @@ from .core.policy import Policy
 from .core.rules import AWARD_RULES
 from .core.serialize import coerce_action, world_to_dict
 from .core.types import REWARD_COLUMNS, SPLITS, TASKS, Action, RejectedAction
-from .core.views import render_text
+from .core.views import ResultView, render_text
 from .core.worldgen import world_seed
-from .models import ActionResultModel, ArenaAction, ArenaObservation, ArenaState, observation_from_view
+from .models import ArenaAction, ArenaObservation, ArenaState, observation_from_view
 from .policies import make_policy
 
 JUDGE_MODES = AWARD_RULES
@@ -32,7 +32,7 @@ DEFAULT_OPPONENT = "no_negotiation"
 
 
 def _error_observation(code: str, message: str, *, done: bool) -> ArenaObservation:
-    return ArenaObservation(last_action_result=ActionResultModel(ok=False, code=code, message=message),
+    return ArenaObservation(last_action_result=ResultView(ok=False, code=code, message=message),
                             reward=0.0, done=done)
 
 

@@ -4,6 +4,10 @@ Field names are the public contract (they keep the reference environment's names
 check types; the rules check meaning (payment sign and size, list lengths, ids), so that a
 well-typed but bad action still reaches the environment and comes back as a structured error in
 the observation, with a penalty, instead of an exception.
+
+The observation's nested parts are the core's view dataclasses themselves (pydantic validates
+and serialises stdlib dataclasses), so the core view and the wire model cannot drift apart and
+building an observation does not copy the view a second time.
 """
 
 from __future__ import annotations
@@ -11,10 +15,20 @@ from __future__ import annotations
 from typing import Any, Literal
 
 from openenv.core.env_server.types import Action, Observation, State
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from .core.types import REWARD_COLUMNS
-from .core.views import SeatView
+from .core.views import (
+    BlockView,
+    CoalitionView,
+    JobView,
+    LabView,
+    MarketView,
+    MessageView,
+    OfferView,
+    ResultView,
+    SeatView,
+)
 
 ActionType = Literal[
     "send_offer", "accept_offer", "reject_offer", "counter_offer", "make_pitch", "counter_pitch",
@@ -59,144 +73,6 @@ class ArenaAction(Action):
     expires_in: int | None = Field(default=None, description="rounds an offer or proposal stays open")
 
 
-class _View(BaseModel):
-    model_config = ConfigDict(from_attributes=True, extra="forbid")
-
-
-class JobModel(_View):
-    job_id: str
-    gpu_hours_required: int
-    deadline_round: int
-    value: float
-    min_reliability: float
-    partial_credit: float
-    pooled: bool
-    status: str
-    assigned_hours: int
-    realized_value: float
-    coalition_id: str | None
-    share: float
-
-
-class BlockModel(_View):
-    block_id: str
-    owner: str | None
-    gpu_count: int
-    start_round: int
-    duration: int
-    end_round: int
-    gpu_hours: int
-    reliability: float
-    energy_cost: float
-    status: str
-    tradeable: bool
-    job_id: str | None = None
-    reserved_for: str | None = None
-    coalition_id: str | None = None
-    no_resale: bool = False
-    must_allocate: bool = False
-    marginal_value: float | None = None
-
-
-class OfferModel(_View):
-    offer_id: str
-    sender: str
-    target: str
-    direction: str
-    block_ids: list[str]
-    requested_block_ids: list[str]
-    payment: float
-    requested_payment: float
-    created_round: int
-    expires_round: int
-    conditions: dict[str, bool]
-    message: str
-    status: str
-    parent_offer_id: str | None
-    value_to_me: float
-
-
-class CoalitionModel(_View):
-    coalition_id: str
-    proposer: str
-    members: list[str]
-    job_id: str
-    gpu_hours_required: int
-    deadline_round: int
-    commitments: dict[str, list[str]]
-    payment: float
-    shares: dict[str, float]
-    expires_round: int
-    consented: list[str]
-    status: str
-    pooled_hours: int
-    breaches: list[str]
-    excused: list[str]
-
-
-class LabModel(_View):
-    lab_id: str
-    budget: float
-    reputation: float
-    n_blocks: int
-    finished: bool
-
-
-class MessageModel(_View):
-    round_index: int
-    sender: str
-    target: str | None
-    text: str
-
-
-class EventModel(_View):
-    round_index: int
-    kind: str
-    text: str
-
-
-class PitchModel(_View):
-    lab_id: str
-    bid: float
-    job_id: str | None
-    message: str
-    round_index: int
-    counter_to: str | None
-
-
-class AuctionModel(_View):
-    auction_id: str
-    block_id: str
-    opened_round: int
-    close_round: int
-    status: str
-    pitches: list[PitchModel]
-    winner: str | None
-    price: float
-
-
-class PooledJobModel(_View):
-    job_id: str
-    owner: str
-    gpu_hours_required: int
-    deadline_round: int
-    min_reliability: float
-    status: str
-
-
-class MarketModel(_View):
-    blocks: list[BlockModel] = Field(default_factory=list)
-    auctions: list[AuctionModel] = Field(default_factory=list)
-    pooled_jobs: list[PooledJobModel] = Field(default_factory=list)
-    events: list[EventModel] = Field(default_factory=list)
-
-
-class ActionResultModel(_View):
-    ok: bool = True
-    code: str = "ok"
-    message: str = ""
-
-
 def _zero_breakdown() -> dict[str, float]:
     return dict.fromkeys(REWARD_COLUMNS, 0.0)
 
@@ -216,14 +92,14 @@ class ArenaObservation(Observation):
     controlled_lab_id: str = ""
     controlled_lab_budget: float = 0.0
     controlled_lab_reputation: float = 0.0
-    private_jobs: list[JobModel] = Field(default_factory=list)
-    owned_blocks: list[BlockModel] = Field(default_factory=list)
-    public_market: MarketModel = Field(default_factory=MarketModel)
-    visible_labs: list[LabModel] = Field(default_factory=list)
-    active_offers: list[OfferModel] = Field(default_factory=list)
-    active_coalitions: list[CoalitionModel] = Field(default_factory=list)
-    message_history: list[MessageModel] = Field(default_factory=list)
-    last_action_result: ActionResultModel = Field(default_factory=ActionResultModel)
+    private_jobs: list[JobView] = Field(default_factory=list)
+    owned_blocks: list[BlockView] = Field(default_factory=list)
+    public_market: MarketView = Field(default_factory=lambda: MarketView([], [], [], []))
+    visible_labs: list[LabView] = Field(default_factory=list)
+    active_offers: list[OfferView] = Field(default_factory=list)
+    active_coalitions: list[CoalitionView] = Field(default_factory=list)
+    message_history: list[MessageView] = Field(default_factory=list)
+    last_action_result: ResultView = Field(default_factory=lambda: ResultView(True, "ok", ""))
     reward_breakdown: dict[str, float] = Field(default_factory=_zero_breakdown)
     batna: float = 0.0
     surplus_over_batna: float = 0.0
@@ -249,7 +125,7 @@ class ArenaState(State):
 
 
 def observation_from_view(view: SeatView, *, metadata: dict[str, Any] | None = None) -> ArenaObservation:
-    """Copy a core SeatView into the wire model (validated, so the contract is checked every time)."""
+    """Wrap a core SeatView (already a fresh copy of the world) in the wire model."""
     obs = ArenaObservation.model_validate(view, from_attributes=True)
     if metadata:
         obs.metadata = metadata
