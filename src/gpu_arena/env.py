@@ -160,7 +160,8 @@ class GpuArenaEnv(Environment[ArenaAction, ArenaObservation, ArenaState]):
         ep_snap: EpisodeSnapshot = snap["episode"]
         if self._episode is None:
             self._episode = Episode.__new__(Episode)
-            self._episode.controlled, self._episode.strict, self._episode._ledger = (snap["seat"],), False, {}
+            self._episode.controlled, self._episode.strict = (snap["seat"],), False
+            self._episode._ledger, self._episode._valuers = {}, {}
         self._episode.restore(ep_snap)
         self._episode.controlled = (snap["seat"],)
         self._seat, self._seed, self._step_count = snap["seat"], snap["seed"], snap["step_count"]

@@ -40,7 +40,7 @@ from .types import (
     RejectedAction,
     World,
 )
-from .valuation import potential_parts, social_optimum
+from .valuation import LabValuer, potential_parts, social_optimum
 from .views import ResultView, SeatView, observe
 from .worldgen import generate_world
 
@@ -135,6 +135,7 @@ class Episode:
         self.last_results: dict[str, ActionResult] = {}
         self.last_rewards: dict[str, dict[str, float]] = {lid: dict.fromkeys(REWARD_COLUMNS, 0.0) for lid in world.labs}
         self._ledger: dict[str, dict[str, float]] = {}
+        self._valuers: dict[str, tuple[int, LabValuer]] = {}
 
     @classmethod
     def new(cls, task: str, split: str = "train", seed: int = 0, controlled: Sequence[str] = ("lab_0",),
@@ -147,13 +148,24 @@ class Episode:
 
     # ------------------------------------------------------------------ stepping
 
+    def valuer(self, lab_id: str) -> LabValuer:
+        """The lab's valuer for the current world state (cached until the next event)."""
+        hit = self._valuers.get(lab_id)
+        if hit is not None and hit[0] == self.world.version:
+            return hit[1]
+        valuer = LabValuer(self.world, lab_id)
+        self._valuers[lab_id] = (self.world.version, valuer)
+        return valuer
+
     def _mark(self, category: str, labs: set[str] | Sequence[str]) -> None:
         if category not in CATEGORY_COLUMNS:
+            self.world.version += 1
             return
         vcol, mcol = CATEGORY_COLUMNS[category]
+        self.world.version += 1  # an event just happened: cached valuations are stale
         targets = self.world.labs if self.strict else labs
         for lid in targets:
-            v, m = potential_parts(self.world, lid)
+            v, m = potential_parts(self.world, lid, self.valuer(lid).plan())
             pv, pm = self.phi[lid]
             led = self._ledger[lid]
             led[vcol] += v - pv
@@ -262,7 +274,7 @@ class Episode:
         rv = ResultView(res.ok, res.code, res.message) if res else None
         row = self.last_rewards.get(lab_id, {})
         return observe(self.world, lab_id, last_result=rv, reward=row.get("normalized_reward", 0.0),
-                       reward_breakdown=row, aids=aids)
+                       reward_breakdown=row, aids=aids, valuer=self.valuer(lab_id))
 
     def snapshot(self) -> EpisodeSnapshot:
         return copy.deepcopy(EpisodeSnapshot(self.world, self.phi, self.returns, self.transcript,
@@ -272,10 +284,11 @@ class Episode:
         s = copy.deepcopy(snap)
         self.world, self.phi, self.returns, self.transcript = s.world, s.phi, s.returns, s.transcript
         self.last_results, self.last_rewards, self.penalties = s.last_results, s.last_rewards, s.penalties
+        self._valuers = {}
 
     def fork(self) -> Episode:
         other = Episode.__new__(Episode)
-        other.controlled, other.strict, other._ledger = self.controlled, self.strict, {}
+        other.controlled, other.strict, other._ledger, other._valuers = self.controlled, self.strict, {}, {}
         other.restore(self.snapshot())
         return other
 

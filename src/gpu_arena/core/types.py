@@ -327,6 +327,7 @@ class World:
     initial_potential: dict[str, float] = field(default_factory=dict)
     reward_scale: dict[str, float] = field(default_factory=dict)
     judge_mode: str = "none"
+    version: int = 0  # bumped by the engine after every event; keys its valuation caches
 
     def new_id(self, prefix: str) -> str:
         self.next_id += 1

@@ -205,11 +205,16 @@ def _block_view(b, *, own: bool, round_index: int, marginal: float | None) -> Bl
 
 
 def observe(world: World, lab_id: str, *, last_result: ResultView | None = None, reward: float = 0.0,
-            reward_breakdown: dict[str, float] | None = None, aids: bool = True) -> SeatView:
-    """Build ``lab_id``'s view. ``aids=False`` skips the what-if pricing (marginal values, offer values)."""
+            reward_breakdown: dict[str, float] | None = None, aids: bool = True,
+            valuer: LabValuer | None = None) -> SeatView:
+    """Build ``lab_id``'s view. ``aids=False`` skips the what-if pricing (marginal values, offer values).
+
+    ``valuer`` may pass a :class:`LabValuer` already built for this lab on this exact world state.
+    """
     lab = world.labs[lab_id]
     r = world.round_index
-    valuer = LabValuer(world, lab_id)
+    if valuer is None:
+        valuer = LabValuer(world, lab_id)
     plan: Plan = valuer.plan()
     base_net = plan.net
     own_plannable = {b.block_id for b in valuer.blocks}
