@@ -28,7 +28,7 @@ from .models import ArenaAction, ArenaObservation, ArenaState, observation_from_
 from .policies import make_policy
 
 JUDGE_MODES = AWARD_RULES
-DEFAULT_OPPONENT = "no_negotiation"
+DEFAULT_OPPONENT = "archetypes"  # each opponent seat plays the archetype its world assigned
 
 
 def _error_observation(code: str, message: str, *, done: bool) -> ArenaObservation:
@@ -61,7 +61,9 @@ class GpuArenaEnv(Environment[ArenaAction, ArenaObservation, ArenaState]):
         split: ``train`` | ``holdout``.
         seat: the controlled lab id (``lab_0`` by default).
         opponents: a policy name for every other seat, a list in seat order, or a mapping
-            seat -> name or Policy object. Default ``no_negotiation``.
+            seat -> name or Policy object. Default ``archetypes``: each seat plays the archetype
+            (cooperative, selfish, deadline_panicked, deceptive, retaliatory) its world assigned,
+            with the world's parameters for it.
     """
 
     SUPPORTS_CONCURRENT_SESSIONS = True
@@ -212,6 +214,8 @@ class GpuArenaEnv(Environment[ArenaAction, ArenaObservation, ArenaState]):
         return coerce_action(action)
 
     def _policy_action(self, episode: Episode, lid: str, policy: Policy) -> Action | RejectedAction:
+        if getattr(policy, "needs_world", False):
+            policy.bind(episode.world)  # type: ignore[attr-defined]  # the oracle: a reference, not a fair player
         view = episode.observe(lid, aids=getattr(policy, "uses_aids", True))
         try:
             return coerce_action(policy.act(view))
@@ -237,7 +241,8 @@ class GpuArenaEnv(Environment[ArenaAction, ArenaObservation, ArenaState]):
         for lid, p in chosen.items():
             if isinstance(p, str):
                 lab = episode.world.labs[lid]
-                out[lid] = make_policy(p, seed=world_seed(f"policy:{lid}", episode.world.split, seed),
+                name = lab.archetype if p == "archetypes" else p
+                out[lid] = make_policy(name, seed=world_seed(f"policy:{lid}", episode.world.split, seed),
                                        **lab.params)
             elif hasattr(p, "act"):
                 out[lid] = p

@@ -58,6 +58,37 @@ class EpisodeOver(Exception):
     """Raised by :meth:`Episode.step` after the episode has ended."""
 
 
+def referenced_ids(world: World, lab_id: str, action: Action) -> set[str]:
+    """Every block, offer and coalition an action names or reaches through what it names.
+
+    An action that applies a whole plan (``finish``, ``allocate_to_job`` without arguments)
+    references all of the lab's blocks.
+    """
+    ids: set[str] = set()
+    for name in ("block_ids", "requested_block_ids"):
+        value = getattr(action, name)
+        if isinstance(value, tuple | list):
+            ids.update(x for x in value if isinstance(x, str))
+    for name in ("offer_id", "coalition_id"):
+        value = getattr(action, name)
+        if isinstance(value, str):
+            ids.add(value)
+    offer = world.offers.get(action.offer_id) if isinstance(action.offer_id, str) else None
+    if offer is not None:
+        ids.update(offer.block_ids)
+        ids.update(offer.requested_block_ids)
+    coalition = world.coalitions.get(action.coalition_id) if isinstance(action.coalition_id, str) else None
+    if coalition is not None:
+        for blocks in coalition.commitments.values():
+            ids.update(blocks)
+    if action.action_type == "finish" or (action.action_type == "allocate_to_job" and not action.job_id
+                                          and not action.block_ids):
+        ids.update(b.block_id for b in world.blocks.values() if b.owner == lab_id)
+    if action.action_type in ("make_pitch", "counter_pitch"):
+        ids.update(a.auction_id for a in world.auctions.values())
+    return ids
+
+
 def action_from_record(record: Mapping[str, Any]) -> Action | RejectedAction:
     """Inverse of a transcript's action entry (see :func:`action_to_dict`), for replays."""
     if "rejected" in record:
@@ -181,6 +212,7 @@ class Episode:
         w.rng.shuffle(order)
         results: dict[str, ActionResult] = {}
         record_actions: dict[str, dict[str, Any]] = {}
+        touched: set[str] = set()  # ids that successful moves of this round referenced
         for lid in order:
             action = actions.get(lid) or WAIT
             lab = w.labs[lid]
@@ -196,12 +228,18 @@ class Episode:
                 record_actions[lid] = action_to_dict(action)
                 outcome = apply_action(w, lid, action)
             except ActionError as e:
+                lab.last_signature, lab.repeat_count = None, 0
+                if isinstance(action, Action) and touched & referenced_ids(w, lid, action):
+                    # moves are simultaneous: an action overtaken by an earlier move of this round
+                    # (the block sold, the offer taken) is a conflict, not a mistake: no penalty
+                    results[lid] = ActionResult(False, e.code, f"conflict with an earlier move this round: {e.message}")
+                    continue
                 results[lid] = ActionResult(False, e.code, e.message)
                 lab.invalid_actions += 1
                 lab.reputation = max(0.0, lab.reputation + REP_INVALID)
                 led["invalid_action_penalty"] -= PENALTY_INVALID
-                lab.last_signature, lab.repeat_count = None, 0
                 continue
+            touched |= referenced_ids(w, lid, action)
             results[lid] = ActionResult(True, "ok", outcome.note)
             self._spam_check(lid, action)
             if outcome.breaches:

@@ -747,11 +747,27 @@ assert set(_HANDLERS) == set(ACTION_TYPES)
 
 # ----------------------------------------------------------------------------- the clock
 
+def _settleable(world: World, offer: Offer) -> bool:
+    for owner, ids in ((offer.sender, offer.block_ids), (offer.target, offer.requested_block_ids)):
+        for bid in ids:
+            b = world.blocks[bid]
+            if b.owner != owner or b.start_round <= world.round_index or b.status not in (
+                    BlockStatus.FREE, BlockStatus.RESERVED):
+                return False
+    return True
+
+
 def expire(world: World) -> None:
+    """Close offers past their expiry, and offers that can no longer settle (a block started,
+    failed, moved or got committed): no seat is shown an offer that cannot be accepted."""
     r = world.round_index
     for o in world.offers.values():
-        if o.status == "open" and r >= o.expires_round:
+        if o.status != "open":
+            continue
+        if r >= o.expires_round:
             o.status = "expired"
+        elif not _settleable(world, o):
+            o.status = "superseded"
     for c in world.coalitions.values():
         if c.status == "proposed" and r >= c.expires_round:
             c.status = "expired"

@@ -136,6 +136,7 @@ class Lab:
     budget: float
     reputation: float
     initial_budget: float
+    archetype: str = "cooperative"  # the opponent policy that plays this lab when it is not controlled
     params: dict[str, float] = field(default_factory=dict)  # opponent parameters, drawn per split
     finished: bool = False
     realized_value: float = 0.0

@@ -52,6 +52,7 @@ class BlockView:
     no_resale: bool = False
     must_allocate: bool = False
     marginal_value: float | None = None  # to this seat: Φ with the block − Φ without it
+    best_job: str | None = None  # the seat's job this block serves in its best plan (if it held it)
 
 
 @dataclass(slots=True)
@@ -193,7 +194,8 @@ class SeatView:
     done: bool = False
 
 
-def _block_view(b, *, own: bool, round_index: int, marginal: float | None) -> BlockView:  # type: ignore[no-untyped-def]
+def _block_view(b, *, own: bool, round_index: int, marginal: float | None,  # type: ignore[no-untyped-def]
+                best_job: str | None = None) -> BlockView:
     return BlockView(
         block_id=b.block_id, owner=b.owner, gpu_count=b.gpu_count, start_round=b.start_round,
         duration=b.duration, end_round=b.end_round, gpu_hours=b.hours, reliability=b.reliability,
@@ -201,7 +203,7 @@ def _block_view(b, *, own: bool, round_index: int, marginal: float | None) -> Bl
         tradeable=b.status == BlockStatus.FREE and b.start_round > round_index,
         job_id=b.job_id if own else None, reserved_for=b.reserved_for if own else None,
         coalition_id=b.coalition_id, no_resale=b.no_resale, must_allocate=b.must_allocate if own else False,
-        marginal_value=marginal)
+        marginal_value=marginal, best_job=best_job)
 
 
 def observe(world: World, lab_id: str, *, last_result: ResultView | None = None, reward: float = 0.0,
@@ -234,12 +236,16 @@ def observe(world: World, lab_id: str, *, last_result: ResultView | None = None,
             mv = None
             if aids and b.block_id in own_plannable:
                 mv = base_net - valuer.net(without=(b.block_id,))
-            owned.append(_block_view(b, own=True, round_index=r, marginal=mv))
+            owned.append(_block_view(b, own=True, round_index=r, marginal=mv,
+                                     best_job=plan.assignment.get(b.block_id)))
         elif b.status not in (BlockStatus.DONE, BlockStatus.IDLE, BlockStatus.FAILED) or b.start_round > r:
             mv = None
+            serves = None
             if aids and b.start_round > r and b.status in (BlockStatus.FREE, BlockStatus.RESERVED, BlockStatus.AUCTION):
                 mv = valuer.net(extra=(b,)) - base_net
-            market.append(_block_view(b, own=False, round_index=r, marginal=mv))
+                if mv > 1e-9:
+                    serves = valuer.plan(extra=(b,)).assignment.get(b.block_id)
+            market.append(_block_view(b, own=False, round_index=r, marginal=mv, best_job=serves))
 
     offers: list[OfferView] = []
     for o in world.offers.values():

@@ -25,6 +25,7 @@ from .types import (
 from .valuation import best_allocation, block_fits, welfare_lower_bound
 
 GPU_COUNTS: tuple[int, ...] = (1, 2, 2, 4, 4, 8)
+ARCHETYPES: tuple[str, ...] = ("cooperative", "selfish", "deadline_panicked", "deceptive", "retaliatory")
 MIN_GAIN_FRACTION = 0.08  # optimum − Σ BATNA must be at least this share of all job value
 MAX_ATTEMPTS = 200
 
@@ -56,11 +57,14 @@ def _draw(params: TaskParams, rng: random.Random, seed: int) -> World:
     rounds = rng.randint(*params.rounds)
     min_start = 2 if params.task == "single_trade" else 1
     lab_ids = [f"lab_{i}" for i in range(n)]
+    # every archetype plays in coalition_market: a seeded rotation of all five over the seats
+    archetypes = list(ARCHETYPES)
+    rng.shuffle(archetypes)
     labs: dict[str, Lab] = {}
-    for lid in lab_ids:
+    for i, lid in enumerate(lab_ids):
         opp = {k: round(rng.uniform(lo, hi), 4) for k, (lo, hi) in params.opponent_ranges.items()}
         labs[lid] = Lab(lab_id=lid, budget=0.0, reputation=round(rng.uniform(0.5, 0.7), 4),
-                        initial_budget=0.0, params=opp)
+                        initial_budget=0.0, archetype=archetypes[i % len(archetypes)], params=opp)
     jobs: dict[str, Job] = {}
     blocks: dict[str, Block] = {}
     counters = dict.fromkeys(lab_ids, 0)

@@ -11,12 +11,20 @@ from collections.abc import Callable
 from typing import Any
 
 from ..core.policy import NoNegotiationPolicy, Policy, RandomPolicy, WaitPolicy
+from .archetypes import ARCHETYPES
+from .baselines import AlwaysAcceptPolicy, GreedyHoarderPolicy, OraclePolicy, RuleExpertPolicy
 
 _REGISTRY: dict[str, Callable[..., Policy]] = {
     "wait": WaitPolicy,
     "no_negotiation": NoNegotiationPolicy,
     "random_valid": RandomPolicy,
+    "greedy_hoarder": GreedyHoarderPolicy,
+    "always_accept": AlwaysAcceptPolicy,
+    "rule_expert": RuleExpertPolicy,
+    "oracle": OraclePolicy,
+    **ARCHETYPES,
 }
+BASELINES = ("random_valid", "greedy_hoarder", "always_accept", "no_negotiation", "rule_expert", "oracle")
 
 
 def register_policy(name: str, factory: Callable[..., Policy]) -> None:
@@ -43,4 +51,4 @@ def make_policy(name: str, **params: Any) -> Policy:
     return factory(**{k: v for k, v in params.items() if k in accepted})
 
 
-__all__ = ["Policy", "make_policy", "policy_names", "register_policy"]
+__all__ = ["ARCHETYPES", "BASELINES", "Policy", "make_policy", "policy_names", "register_policy"]
