@@ -129,7 +129,8 @@ def test_cannot_accept_foreign_expired_or_settled_offers():
                                expires_in=1)})
     oid = next(iter(w.offers))
     assert_unchanged_by(w, "lab_0", act("accept_offer", offer_id=oid), "offer_not_addressed")
-    ep.step({})  # the offer expires at round 1
+    assert w.offers[oid].status == "open"  # made in round 0: answerable during round 1 only
+    ep.step({})
     assert w.offers[oid].status == "expired"
     assert_unchanged_by(w, "lab_1", act("accept_offer", offer_id=oid), "offer_not_open")
 

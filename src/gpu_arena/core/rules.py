@@ -35,6 +35,7 @@ MAX_CONDITIONS = len(CONDITION_KEYS)
 MAX_OPEN_OFFERS = 6
 MAX_OPEN_PROPOSALS = 3
 MAX_PAYMENT = 1e7
+# rounds a target has to answer, counted from the round after the offer is made
 OFFER_TTL_DEFAULT, OFFER_TTL_MAX = 2, 5
 COALITION_TTL_DEFAULT, COALITION_TTL_MAX = 3, 6
 
@@ -287,7 +288,8 @@ def _create_offer(world: World, sender: str, target: str, terms: dict[str, Any],
         raise ActionError("lab_finished", f"{target} has finished and takes no offers")
     offer = Offer(offer_id=world.new_id("o"), sender=sender, target=target, block_ids=terms["blocks"],
                   requested_block_ids=terms["requested"], payment=terms["payment"],
-                  created_round=world.round_index, expires_round=world.round_index + terms["ttl"],
+                  # the target first sees the offer next round: it may answer in the next ``ttl`` rounds
+                  created_round=world.round_index, expires_round=world.round_index + 1 + terms["ttl"],
                   conditions=terms["conditions"], message=terms["message"], parent_offer_id=parent,
                   requested_payment=terms["requested_payment"], job_id=terms["job_id"])
     world.offers[offer.offer_id] = offer
@@ -557,7 +559,7 @@ def _form_coalition(world: World, lab_id: str, action: Action) -> Outcome:
         raise ActionError("too_many_proposals", f"at most {MAX_OPEN_PROPOSALS} open coalition proposals")
     c = Coalition(coalition_id=world.new_id("c"), proposer=lab_id, members=(lab_id, *members), job_id=job.job_id,
                   commitments={k: tuple(v) for k, v in commitments.items()}, payment=payment, shares=shares,
-                  created_round=world.round_index, expires_round=world.round_index + ttl, consented={lab_id})
+                  created_round=world.round_index, expires_round=world.round_index + 1 + ttl, consented={lab_id})
     world.coalitions[c.coalition_id] = c
     if text:
         for m in members:
@@ -758,8 +760,8 @@ def _settleable(world: World, offer: Offer) -> bool:
 
 
 def expire(world: World) -> None:
-    """Close offers past their expiry, and offers that can no longer settle (a block started,
-    failed, moved or got committed): no seat is shown an offer that cannot be accepted."""
+    """Close offers and coalition proposals past their expiry, and those that can no longer settle
+    (a block started, failed, moved or got committed): no seat is shown a deal it cannot take."""
     r = world.round_index
     for o in world.offers.values():
         if o.status != "open":
@@ -769,8 +771,17 @@ def expire(world: World) -> None:
         elif not _settleable(world, o):
             o.status = "superseded"
     for c in world.coalitions.values():
-        if c.status == "proposed" and r >= c.expires_round:
+        if c.status != "proposed":
+            continue
+        if r >= c.expires_round:
             c.status = "expired"
+        elif any(not _committable(world, bid, m) for m, ids in c.commitments.items() for bid in ids):
+            c.status = "failed"
+
+
+def _committable(world: World, block_id: str, owner: str) -> bool:
+    b = world.blocks[block_id]
+    return b.owner == owner and b.start_round > world.round_index and b.status in (BlockStatus.FREE, BlockStatus.RESERVED)
 
 
 AWARD_RULES = ("none",)

@@ -32,7 +32,7 @@ class SelfishPolicy(Negotiator):
 
     def __init__(self, seed: int = 0, acceptance_margin: float = 0.08, coalition_trust: float = 0.7,
                  risk: float = 0.5, **params: Any) -> None:
-        super().__init__(seed, acceptance_margin=max(0.15, acceptance_margin * 2.5),
+        super().__init__(seed, acceptance_margin=max(0.3, acceptance_margin * 3.0),
                          coalition_trust=coalition_trust * 0.5, risk=risk * 0.6, **params)
 
 

@@ -83,6 +83,7 @@ class RuleExpertPolicy(Negotiator):
     def __init__(self, seed: int = 0, **_ignored: Any) -> None:
         super().__init__(seed, acceptance_margin=0.005, deadline_sensitivity=1.5, honesty=1.0,
                          coalition_trust=0.8, retaliation_memory=2, risk=0.45)
+        self.last_price: dict[str, float] = {}
 
     def act(self, obs: Any) -> Action:
         self.remember(obs)
@@ -92,6 +93,39 @@ class RuleExpertPolicy(Negotiator):
             if action is not None:
                 return action
         return Action("wait")
+
+    # share of a block's value offered on each try: cheap first (many sellers cannot use what they
+    # sell), up to nearly all of it
+    SCHEDULE = (0.15, 0.4, 0.7, 0.9)
+    MAX_OPEN = 3
+
+    def buy(self, obs: Any) -> Action | None:
+        """Bid for the most valuable block not already under a bid, climbing a price ladder each
+        time, with up to three bids open at once, sweetened by blocks it cannot use."""
+        me = obs.controlled_lab_id
+        pending = {b for o in obs.active_offers if o.direction == "outgoing" for b in o.requested_block_ids}
+        if sum(1 for o in obs.active_offers if o.direction == "outgoing") >= self.MAX_OPEN:
+            return None
+        wanted = [b for b in obs.public_market.blocks
+                  if b.tradeable and b.owner not in (None, me) and (b.marginal_value or 0) > 0.5
+                  and b.block_id not in pending and self.asked.get(b.block_id, 0) < len(self.SCHEDULE)
+                  and not self.refuses(obs, b.owner or "")]
+        if not wanted:
+            return None
+        block = max(wanted, key=lambda b: (b.marginal_value, b.block_id))
+        tries = self.asked.get(block.block_id, 0)
+        self.asked[block.block_id] = tries + 1
+        price = self.cents((block.marginal_value or 0) * self.SCHEDULE[tries], obs.controlled_lab_budget)
+        if tries and price <= self.last_price.get(block.block_id, -1.0):
+            return None  # cannot raise the bid (budget): asking again would only be spam
+        self.last_price[block.block_id] = price
+        used = {b for o in obs.active_offers if o.direction == "outgoing" for b in o.block_ids}
+        spare = tuple(b.block_id for b in obs.owned_blocks if b.tradeable and (b.marginal_value or 0) <= 0
+                      and not b.no_resale and b.block_id not in used)[:2]
+        if price <= 0 and not spare:
+            return None
+        return Action("send_offer", target_lab_id=block.owner, requested_block_ids=(block.block_id,),
+                      block_ids=spare, payment=price, job_id=self.fitting_job(obs, block), expires_in=1)
 
     def sell(self, obs: Any) -> Action | None:
         """Offer a block it cannot use (worth 0 to it) to a lab that might, for a modest price."""
@@ -146,9 +180,9 @@ class OraclePolicy(RuleExpertPolicy):
             owner = w.labs[b.owner]
             valuer = LabValuer(w, b.owner)
             loss = valuer.net() - valuer.net(without=(b.block_id,))
-            own_values = sum(j.value for j in w.jobs.values() if j.owner == b.owner) or 1.0
-            # what the seller's policy will demand, read from its true parameters
-            demand = owner.params.get("acceptance_margin", 0.1) * own_values * 2.5
+            # what the seller's policy will demand, read from its true parameters (a margin on the
+            # value at stake, at most three times the drawn margin for the most demanding archetype)
+            demand = owner.params.get("acceptance_margin", 0.1) * 3.0 * max(1.0, loss) + 0.01
             price = math.ceil((loss + demand + 0.5) * 100) / 100
             surplus = gain - price
             if surplus > 0 and price <= obs.controlled_lab_budget and (best is None or surplus > best[0]):

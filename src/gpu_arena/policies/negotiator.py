@@ -5,7 +5,8 @@ grader's valuation (DESIGN §4): an offer is worth its ``value_to_me`` (the chan
 potential if it settled now: marginal value of the blocks plus the payment), a market block its
 ``marginal_value``. The parameters shape how it trades:
 
-* ``acceptance_margin``: the share of its own stake (sum of its job values) a deal must gain.
+* ``acceptance_margin``: the share of the value at stake in a deal (its blocks, at this lab's own
+  valuation) that the deal must gain it.
 * ``deadline_sensitivity``: how fast that margin melts, and its bids rise, as its deadlines near.
 * ``honesty``: the probability that a message it sends states its needs truthfully.
 * ``coalition_trust``: how readily it commits to a coalition (and how rarely it defects).
@@ -67,10 +68,19 @@ class Negotiator:
             return 0.0
         return 1.0 / max(1, min(left))
 
-    def threshold(self, obs: Any) -> float:
-        """Money a deal must gain this lab before it says yes."""
+    def threshold(self, obs: Any, at_stake: float) -> float:
+        """Money a deal must gain this lab before it says yes: its margin on the value at stake in
+        the deal (the blocks it gives and gets, at its own valuation), melting as deadlines near."""
         melt = 1.0 / (1.0 + self.deadline_sensitivity * self.urgency(obs) * 3.0)
-        return self.acceptance_margin * self.stake(obs) * melt
+        return self.acceptance_margin * max(1.0, at_stake) * melt + 0.01
+
+    def at_stake(self, obs: Any, offer: Any) -> float:
+        """The offer's blocks valued by this lab: what it would give up plus what it would get."""
+        mine = {b.block_id: b.marginal_value or 0.0 for b in obs.owned_blocks}
+        theirs = {b.block_id: b.marginal_value or 0.0 for b in obs.public_market.blocks}
+        gives = offer.requested_block_ids if offer.direction == "incoming" else offer.block_ids
+        gets = offer.block_ids if offer.direction == "incoming" else offer.requested_block_ids
+        return sum(mine.get(b, 0.0) for b in gives) + sum(theirs.get(b, 0.0) for b in gets)
 
     def opening_share(self, obs: Any) -> float:
         """Share of a block's value offered when buying: rises with urgency and with each retry."""
@@ -100,14 +110,20 @@ class Negotiator:
         return Action("wait")
 
     def allocate_due(self, obs: Any) -> Action | None:
-        """Blocks in the best plan whose window opens next round must be allocated now."""
+        """Blocks in the best plan whose window opens next round must be allocated now; if they
+        serve several jobs, the whole plan is applied in one action."""
         owned = {b.block_id: b for b in obs.owned_blocks}
-        for job_id, ids in obs.best_plan.items():
-            due = [b for b in ids if b in owned and owned[b].status in ("free", "reserved")
-                   and owned[b].start_round <= obs.round_index + 1]
-            if due:
-                ready = [b for b in ids if b in owned and owned[b].status in ("free", "reserved")]
-                return Action("allocate_to_job", job_id=job_id, block_ids=tuple(sorted(ready)))
+        due_jobs = []
+        for job_id, ids in sorted(obs.best_plan.items()):
+            if any(b in owned and owned[b].status in ("free", "reserved") and owned[b].start_round <= obs.round_index + 1
+                   for b in ids):
+                due_jobs.append(job_id)
+        if len(due_jobs) > 1:
+            return Action("allocate_to_job")
+        if due_jobs:
+            ids = obs.best_plan[due_jobs[0]]
+            ready = [b for b in ids if b in owned and owned[b].status in ("free", "reserved")]
+            return Action("allocate_to_job", job_id=due_jobs[0], block_ids=tuple(sorted(ready)))
         return None
 
     def fitting_job(self, obs: Any, block: Any) -> str | None:
@@ -121,7 +137,7 @@ class Negotiator:
         offer = max(incoming, key=lambda o: (o.value_to_me, o.offer_id))
         if self.refuses(obs, offer.sender):
             return Action("reject_offer", offer_id=offer.offer_id)
-        need = self.threshold(obs)
+        need = self.threshold(obs, self.at_stake(obs, offer))
         if offer.value_to_me >= need:
             blocks = {b.block_id: b for b in obs.public_market.blocks}
             job = None
@@ -164,7 +180,7 @@ class Negotiator:
             expected = c.shares.get(me, 0.0) * c.gpu_hours_required * EXPECTED_VALUE_PER_HOUR
             reputation = next((lab.reputation for lab in obs.visible_labs if lab.lab_id == c.proposer), 0.5)
             trust = self.coalition_trust * (0.5 + reputation)
-            if paid + trust * expected - cost >= self.threshold(obs):
+            if paid + trust * expected - cost >= self.threshold(obs, cost + trust * expected):
                 return Action("commit_to_coalition", coalition_id=c.coalition_id)
         return None
 
@@ -241,7 +257,7 @@ class Negotiator:
         if any(o.direction == "outgoing" for o in obs.active_offers):
             return None  # one open bid at a time: wait for the answer
         wanted = [b for b in obs.public_market.blocks
-                  if b.tradeable and b.owner not in (None, me) and (b.marginal_value or 0) > self.threshold(obs)
+                  if b.tradeable and b.owner not in (None, me) and (b.marginal_value or 0) > 1.0
                   and not self.refuses(obs, b.owner or "")]
         if not wanted:
             return None
