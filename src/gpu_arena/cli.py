@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import typer
 from rich.console import Console
@@ -61,6 +62,119 @@ def demo(
     console.print(f"return {total:+.4f} (= surplus over BATNA {lab['surplus_over_batna']:+.2f} / scale "
                   f"{obs.reward_scale:.2f} + penalties); welfare {metrics['welfare']:.2f} of optimum "
                   f"{metrics['optimum']:.2f} ({metrics['welfare_ratio']:.1%})")
+
+
+def _split_list(value: str) -> list[str]:
+    return [x.strip() for x in value.split(",") if x.strip()]
+
+
+@app.command("eval")
+def evaluate(
+    policies: str = typer.Option("rule_expert,oracle,no_negotiation,random_valid,greedy_hoarder,always_accept",
+                                 help="comma-separated policies for the controlled seat"),
+    tasks: str = typer.Option("single_trade,market_round,coalition_market", help="comma-separated tasks"),
+    split: str = typer.Option("holdout", help="train | holdout"),
+    seeds: int = typer.Option(100, min=1, help="seeds 0..N-1 (or with --seed-start)"),
+    seed_start: int = typer.Option(0, min=0, help="first seed"),
+    workers: int = typer.Option(2, min=1, help="worker processes"),
+    out: str = typer.Option("results.json", help="JSON output ({'results': [...]})"),
+    replays: str | None = typer.Option(None, help="also write every episode's replay to this JSONL file"),
+    db: str | None = typer.Option(None, help="SQLite store (default .arena/arena.db or $GPU_ARENA_DB)"),
+) -> None:
+    """Evaluate policies in the controlled seat against the world's opponents, with 95% bootstrap CIs."""
+    import time
+
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from .evaluation import aggregate, run_evaluation
+    from .evaluation.replay import write_jsonl
+    from .evaluation.report import markdown_table
+    from .evaluation.store import connect, save_run
+
+    pol, tsk = _split_list(policies), _split_list(tasks)
+    for t in tsk:
+        if t not in TASKS:
+            raise typer.BadParameter(f"unknown task {t!r}; expected one of {', '.join(TASKS)}")
+    if split not in ("train", "holdout"):
+        raise typer.BadParameter("split must be train or holdout")
+    seed_list = list(range(seed_start, seed_start + seeds))
+    total = len(pol) * len(tsk) * len(seed_list)
+    t0 = time.perf_counter()
+    with Progress(TextColumn("[bold]eval"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                  console=console, transient=False) as progress:
+        bar = progress.add_task("episodes", total=total)
+        try:
+            results = run_evaluation(pol, tsk, split, seed_list, workers=workers, keep_replays=bool(replays),
+                                     progress=lambda n: progress.advance(bar, n))
+        except ValueError as e:
+            raise typer.BadParameter(str(e)) from None
+    duration = time.perf_counter() - t0
+    rows = aggregate(results)
+    args = {"policies": pol, "tasks": tsk, "split": split, "seeds": seeds, "seed_start": seed_start,
+            "workers": workers}
+    Path(out).write_text(json.dumps({"results": rows, "args": args, "duration_s": duration}, indent=2))
+    if replays:
+        write_jsonl(replays, (r.replay for r in results if r.replay))
+    con = connect(db)
+    run_id = save_run(con, kind="eval", args=args, seeds=seed_list, rows=rows, episodes=results, duration_s=duration)
+    print(markdown_table(rows))
+    console.print(f"{total} episodes in {duration:.1f} s; run {run_id} stored; results in {out}")
+
+
+@app.command()
+def report(
+    run: int | None = typer.Option(None, help="run id (default: the latest evaluation)"),
+    out_dir: str = typer.Option("reports", help="where to write report.md, results.png, results.html"),
+    db: str | None = typer.Option(None, help="SQLite store"),
+) -> None:
+    """Render an evaluation run from the store: Markdown table, PNG and interactive HTML chart."""
+    from .evaluation.report import markdown_table, write_html, write_png
+    from .evaluation.store import connect, latest_run, load_run
+
+    con = connect(db)
+    data = load_run(con, run) if run is not None else latest_run(con)
+    if data is None:
+        raise typer.BadParameter("no evaluation run in the store: run `gpu-arena eval` first")
+    rows = data["results"]
+    title = f"GPU Arena run {data['id']} ({data['created_at']}, commit {str(data['git_commit'])[:8]})"
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    md = f"# {title}\n\nCommand arguments: `{json.dumps(data['args'])}`\n\n{markdown_table(rows)}\n"
+    (out / "report.md").write_text(md)
+    write_png(rows, out / "results.png", title)
+    write_html(rows, out / "results.html", title)
+    print(markdown_table(rows))
+    console.print(f"wrote {out / 'report.md'}, {out / 'results.png'}, {out / 'results.html'}")
+
+
+@app.command()
+def replay(
+    path: str = typer.Argument(..., help="a replay JSONL file (from `gpu-arena eval --replays`)"),
+    index: int = typer.Option(0, min=0, help="which record in the file"),
+    check: bool = typer.Option(True, help="re-run the episode and check the transcript is identical"),
+) -> None:
+    """Print a recorded episode round by round (and verify it replays identically)."""
+    from .evaluation.replay import read_jsonl, replay_episode
+
+    records = list(read_jsonl(path))
+    if index >= len(records):
+        raise typer.BadParameter(f"{path} holds {len(records)} records")
+    rec = records[index]
+    console.print(f"[bold]{rec['policy']}[/bold] on {rec['task']}/{rec['split']} seed {rec['seed']}")
+    table = Table()
+    for col in ("round", "order", "actions", "results", "rewards"):
+        table.add_column(col)
+    for rnd in rec["transcript"]:
+        acts = "; ".join(f"{lid}: {a.get('action_type', a.get('rejected'))}" for lid, a in sorted(rnd["actions"].items()))
+        res = ", ".join(f"{lid}:{code}" for lid, (_ok, code) in sorted(rnd["results"].items()))
+        rew = ", ".join(f"{lid}:{r:+.4f}" for lid, r in sorted(rnd["rewards"].items()))
+        table.add_row(str(rnd["round"]), ",".join(rnd["order"]), acts, res, rew)
+    console.print(table)
+    if check:
+        same = replay_episode(rec).transcript == rec["transcript"]
+        console.print("replay identical" if same else "[red]replay differs from the record[/red]")
+        if not same:
+            raise typer.Exit(1)
 
 
 @app.command()

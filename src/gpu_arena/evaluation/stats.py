@@ -1,0 +1,55 @@
+"""Aggregation with honest statistics: mean, std and a seeded 95% bootstrap CI per policy × task."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+from scipy.stats import bootstrap
+
+from ..core.types import REWARD_COLUMNS
+from .runner import EpisodeResult
+
+BOOTSTRAP_RESAMPLES = 2000
+BOOTSTRAP_SEED = 12345  # a fixed seed: the same results always give the same interval
+
+
+def bootstrap_ci(values: Sequence[float], confidence: float = 0.95) -> tuple[float, float]:
+    """Percentile bootstrap CI of the mean (BCa is unstable for the near-constant samples that
+    baselines such as no_negotiation produce). Degenerate samples give a zero-width interval."""
+    data = np.asarray(values, dtype=float)
+    if len(data) == 0:
+        return (float("nan"), float("nan"))
+    if len(data) == 1 or float(np.ptp(data)) == 0.0:
+        m = float(data.mean())
+        return (m, m)
+    res = bootstrap((data,), np.mean, confidence_level=confidence, n_resamples=BOOTSTRAP_RESAMPLES,
+                    method="percentile", random_state=np.random.default_rng(BOOTSTRAP_SEED))
+    return (float(res.confidence_interval.low), float(res.confidence_interval.high))
+
+
+def aggregate(results: Sequence[EpisodeResult]) -> list[dict[str, Any]]:
+    """One row per policy × task × split, in the order the results come in."""
+    groups: dict[tuple[str, str, str], list[EpisodeResult]] = {}
+    for r in results:
+        groups.setdefault((r.policy, r.task, r.split), []).append(r)
+    rows = []
+    for (policy, task, split), rs in groups.items():
+        returns = [r.episode_return for r in rs]
+        lo, hi = bootstrap_ci(returns)
+        actions = sum(r.steps for r in rs)
+        rows.append({
+            "policy": policy, "task": task, "split": split, "n": len(rs),
+            "mean": float(np.mean(returns)), "std": float(np.std(returns, ddof=1)) if len(rs) > 1 else 0.0,
+            "ci_low": lo, "ci_high": hi,
+            "welfare_ratio": float(np.mean([r.welfare_ratio for r in rs])),
+            "surplus_over_batna": float(np.mean([r.surplus_over_batna for r in rs])),
+            "deal_rate": float(np.mean([r.deal_rate for r in rs])),
+            "breach_rate": float(np.mean([r.breach_rate for r in rs])),
+            # invalid actions over all the seat's actions, not a mean of per-episode rates
+            "invalid_rate": sum(r.invalid_actions for r in rs) / actions if actions else 0.0,
+            "columns": {c: float(np.mean([r.columns[c] for r in rs])) for c in REWARD_COLUMNS},
+            "seeds": sorted(r.seed for r in rs),
+        })
+    return rows

@@ -1,0 +1,122 @@
+"""The embedded results store: SQLite, one file (default ``.arena/arena.db``, or ``GPU_ARENA_DB``).
+
+A run records what made it (git commit, arguments, seeds, package versions, time, duration), its
+aggregated rows and every episode (return and, when kept, the replay as compact JSON).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import sqlite3
+import subprocess
+import time
+from collections.abc import Sequence
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+from .runner import EpisodeResult
+
+DEFAULT_DB = Path(".arena") / "arena.db"
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS runs (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    kind TEXT NOT NULL,
+    created_at TEXT NOT NULL,
+    git_commit TEXT,
+    args TEXT NOT NULL,
+    seeds TEXT NOT NULL,
+    versions TEXT NOT NULL,
+    duration_s REAL
+);
+CREATE TABLE IF NOT EXISTS results (
+    run_id INTEGER NOT NULL REFERENCES runs(id),
+    policy TEXT NOT NULL, task TEXT NOT NULL, split TEXT NOT NULL,
+    n INTEGER NOT NULL, mean REAL, ci_low REAL, ci_high REAL,
+    row TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS episodes (
+    run_id INTEGER NOT NULL REFERENCES runs(id),
+    policy TEXT NOT NULL, task TEXT NOT NULL, split TEXT NOT NULL, seed INTEGER NOT NULL,
+    episode_return REAL NOT NULL,
+    replay TEXT
+);
+CREATE INDEX IF NOT EXISTS episodes_run ON episodes(run_id, task, policy, seed);
+"""
+
+
+def db_path(path: str | os.PathLike[str] | None = None) -> Path:
+    return Path(path or os.environ.get("GPU_ARENA_DB") or DEFAULT_DB)
+
+
+def connect(path: str | os.PathLike[str] | None = None) -> sqlite3.Connection:
+    p = db_path(path)
+    p.parent.mkdir(parents=True, exist_ok=True)
+    con = sqlite3.connect(p)
+    con.executescript(SCHEMA)
+    return con
+
+
+def git_commit() -> str | None:
+    """The commit of the checkout this package runs from (None for an installed wheel)."""
+    source = Path(__file__).resolve().parents[3]
+    try:
+        out = subprocess.run(["git", "-C", str(source), "rev-parse", "HEAD"], capture_output=True, text=True,
+                             timeout=5, check=False)
+    except OSError:
+        return None
+    return out.stdout.strip() or None
+
+
+def versions() -> dict[str, str]:
+    out = {"python": platform.python_version()}
+    for pkg in ("gpu-arena", "openenv", "numpy", "scipy", "pydantic"):
+        try:
+            out[pkg] = metadata.version(pkg)
+        except metadata.PackageNotFoundError:
+            out[pkg] = "missing"
+    return out
+
+
+def save_run(con: sqlite3.Connection, *, kind: str, args: dict[str, Any], seeds: Sequence[int],
+             rows: Sequence[dict[str, Any]], episodes: Sequence[EpisodeResult], duration_s: float) -> int:
+    with con:
+        cur = con.execute(
+            "INSERT INTO runs (kind, created_at, git_commit, args, seeds, versions, duration_s) VALUES (?,?,?,?,?,?,?)",
+            (kind, time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), git_commit(), json.dumps(args),
+             json.dumps(list(seeds)), json.dumps(versions()), duration_s))
+        run_id = int(cur.lastrowid or 0)
+        con.executemany(
+            "INSERT INTO results (run_id, policy, task, split, n, mean, ci_low, ci_high, row) VALUES (?,?,?,?,?,?,?,?,?)",
+            [(run_id, r["policy"], r["task"], r["split"], r["n"], r["mean"], r["ci_low"], r["ci_high"], json.dumps(r))
+             for r in rows])
+        con.executemany(
+            "INSERT INTO episodes (run_id, policy, task, split, seed, episode_return, replay) VALUES (?,?,?,?,?,?,?)",
+            [(run_id, e.policy, e.task, e.split, e.seed, e.episode_return,
+              json.dumps(e.replay, separators=(",", ":")) if e.replay else None) for e in episodes])
+    return run_id
+
+
+def latest_run(con: sqlite3.Connection, kind: str = "eval") -> dict[str, Any] | None:
+    row = con.execute("SELECT id, created_at, git_commit, args, seeds, versions, duration_s FROM runs "
+                      "WHERE kind = ? ORDER BY id DESC LIMIT 1", (kind,)).fetchone()
+    return None if row is None else load_run(con, row[0])
+
+
+def load_run(con: sqlite3.Connection, run_id: int) -> dict[str, Any] | None:
+    row = con.execute("SELECT id, kind, created_at, git_commit, args, seeds, versions, duration_s FROM runs WHERE id = ?",
+                      (run_id,)).fetchone()
+    if row is None:
+        return None
+    results = [json.loads(r[0]) for r in con.execute("SELECT row FROM results WHERE run_id = ? ORDER BY rowid", (run_id,))]
+    return {"id": row[0], "kind": row[1], "created_at": row[2], "git_commit": row[3], "args": json.loads(row[4]),
+            "seeds": json.loads(row[5]), "versions": json.loads(row[6]), "duration_s": row[7], "results": results}
+
+
+def load_replay(con: sqlite3.Connection, run_id: int, policy: str, task: str, seed: int) -> dict[str, Any] | None:
+    row = con.execute("SELECT replay FROM episodes WHERE run_id=? AND policy=? AND task=? AND seed=?",
+                      (run_id, policy, task, seed)).fetchone()
+    return json.loads(row[0]) if row and row[0] else None

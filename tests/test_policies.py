@@ -1,0 +1,138 @@
+"""Behaviour tests for the opponent archetypes and baselines, on small hand-built worlds."""
+
+from __future__ import annotations
+
+import pytest
+
+from gpu_arena.core.engine import Episode
+from gpu_arena.env import GpuArenaEnv
+from gpu_arena.policies import ARCHETYPES, BASELINES, make_policy, policy_names
+from gpu_arena.policies.negotiator import Negotiator
+from helpers import act, block, job, make_world
+
+
+def seller_world():
+    """lab_1 owns b_1_0, which its job j_1_0 needs (worth 30 to it); lab_0 needs it more."""
+    return make_world(
+        [block("b_1_0", "lab_1", gpus=4, start=4, duration=2), block("b_1_1", "lab_1", gpus=2, start=4, duration=1),
+         block("b_0_0", "lab_0", gpus=1, start=5, duration=1)],
+        [job("j_1_0", "lab_1", hours=8, deadline=8, value=30.0), job("j_0_0", "lab_0", hours=8, deadline=8, value=60.0)],
+        rounds=6)
+
+
+def answer(policy_name: str, offer_action, world=None, **params):
+    """lab_0 makes an offer in round 0; lab_1's policy answers it in round 1."""
+    w = world or seller_world()
+    ep = Episode(w, controlled=())
+    ep.step({"lab_0": offer_action})
+    assert ep.last_results["lab_0"].ok, ep.last_results["lab_0"]
+    pol = make_policy(policy_name, seed=1, **params)
+    return pol.act(ep.observe("lab_1")), ep
+
+
+def test_registry_has_every_archetype_and_baseline():
+    assert set(ARCHETYPES) | set(BASELINES) <= set(policy_names())
+    for name in policy_names():
+        assert hasattr(make_policy(name, seed=0, acceptance_margin=0.1, risk=0.5), "act")
+
+
+def test_cooperative_accepts_a_fair_pareto_improving_offer():
+    # b_1_1 is worth nothing to lab_1: any payment is a gain for it
+    action, _ = answer("cooperative", act("send_offer", target_lab_id="lab_1", requested_block_ids=["b_1_1"], payment=2.0))
+    assert action.action_type == "accept_offer"
+
+
+def test_selfish_rejects_a_low_margin_offer_that_cooperative_takes():
+    # b_1_0 is worth 30 (minus energy) to lab_1; 31 leaves it a thin margin
+    offer = act("send_offer", target_lab_id="lab_1", requested_block_ids=["b_1_0"], payment=31.0)
+    coop, _ = answer("cooperative", offer, acceptance_margin=0.1)
+    selfish, _ = answer("selfish", offer, acceptance_margin=0.1)
+    assert coop.action_type == "accept_offer"
+    assert selfish.action_type in ("reject_offer", "counter_offer")
+
+
+def test_deadline_panicked_pays_more_as_its_deadline_nears():
+    def bid_at(round_index: int) -> float:
+        w = make_world([block("b_1_0", "lab_1", gpus=4, start=9, duration=2), block("b_1_9", "lab_1", gpus=1, start=9)],
+                       [job("j_0_0", "lab_0", hours=8, deadline=11, value=60.0)], rounds=12)
+        w.round_index = round_index
+        pol = make_policy("deadline_panicked", seed=0, deadline_sensitivity=1.0, risk=0.3)
+        from gpu_arena.core.views import observe
+
+        action = pol.act(observe(w, "lab_0"))
+        assert action.action_type == "send_offer" and action.requested_block_ids == ("b_1_0",)
+        return float(action.payment)
+
+    early, late = bid_at(0), bid_at(8)
+    assert late > early
+
+
+def test_retaliatory_refuses_a_lab_that_exploited_it():
+    w = seller_world()
+    ep = Episode(w, controlled=())
+    pol = make_policy("retaliatory", seed=1, retaliation_memory=4)
+    # an insulting offer: b_1_0 (worth ~30 to lab_1) for a cent
+    ep.step({"lab_0": act("send_offer", target_lab_id="lab_1", requested_block_ids=["b_1_0"], payment=0.01)})
+    first = pol.act(ep.observe("lab_1"))
+    assert first.action_type in ("reject_offer", "counter_offer")
+    ep.step({"lab_1": first, "lab_0": act("send_offer", target_lab_id="lab_1", requested_block_ids=["b_1_1"], payment=3.0)})
+    second = pol.act(ep.observe("lab_1"))
+    assert second.action_type == "reject_offer"  # a good offer, refused: the grudge holds
+    coop = make_policy("cooperative", seed=1)
+    assert coop.act(ep.observe("lab_1")).action_type == "accept_offer"
+
+
+def test_retaliatory_refuses_a_lab_that_breached():
+    w = seller_world()
+    ep = Episode(w, controlled=())
+    from gpu_arena.core.types import Event
+
+    w.events.append(Event(0, "breach", "lab_0 withdrew block b_0_0 from coalition c_1", {"lab": "lab_0"}))
+    ep.step({"lab_0": act("send_offer", target_lab_id="lab_1", requested_block_ids=["b_1_1"], payment=5.0)})
+    pol = make_policy("retaliatory", seed=1)
+    assert pol.act(ep.observe("lab_1")).action_type == "reject_offer"
+
+
+def test_deceptive_misreports_but_never_breaks_a_rule():
+    lies = 0
+    for seed in range(12):
+        env = GpuArenaEnv(task="coalition_market", split="train", opponents="deceptive")
+        obs = env.reset(seed=seed)
+        while not obs.done:
+            obs = env.step(make_policy("no_negotiation").act(obs))
+        ep = env.episode
+        assert ep is not None
+        for lid, lab in ep.world.labs.items():
+            if lid != "lab_0":
+                assert lab.invalid_actions == 0, (seed, lid)  # conflicts aside, every action was legal
+        for m in ep.world.messages:
+            if m.sender != "lab_0" and "GPU-hours" in m.text:
+                truth = sum(j.gpu_hours_required for j in ep.world.jobs.values() if j.owner == m.sender)
+                if str(truth) not in m.text:
+                    lies += 1
+    assert lies > 0
+
+
+@pytest.mark.parametrize("name", sorted(ARCHETYPES) + ["rule_expert", "greedy_hoarder", "always_accept", "oracle"])
+def test_every_scripted_policy_plays_whole_episodes_legally(name):
+    for task in ("single_trade", "market_round", "coalition_market"):
+        for seed in range(3):
+            env = GpuArenaEnv(task=task, split="holdout", opponents=name)
+            obs = env.reset(seed=seed)
+            pol = make_policy(name, seed=seed)
+            while not obs.done:
+                if getattr(pol, "needs_world", False):
+                    pol.bind(env.episode.world)
+                obs = env.step(pol.act(env.episode.observe("lab_0")))
+            for lab in env.episode.world.labs.values():
+                assert lab.invalid_actions <= 1, (task, seed, lab.lab_id)
+
+
+def test_negotiator_threshold_melts_with_urgency():
+    pol = Negotiator(acceptance_margin=0.2, deadline_sensitivity=2.0)
+    w = make_world([block("b_0_0", "lab_0", start=9)], [job("j_0_0", "lab_0", deadline=10)], rounds=12)
+    from gpu_arena.core.views import observe
+
+    calm = pol.threshold(observe(w, "lab_0"), 30.0)
+    w.round_index = 8
+    assert pol.threshold(observe(w, "lab_0"), 30.0) < calm
