@@ -113,7 +113,7 @@ def test_deceptive_misreports_but_never_breaks_a_rule():
     assert lies > 0
 
 
-@pytest.mark.parametrize("name", sorted(ARCHETYPES) + ["rule_expert", "greedy_hoarder", "always_accept", "oracle"])
+@pytest.mark.parametrize("name", [*sorted(ARCHETYPES), "rule_expert", "greedy_hoarder", "always_accept", "oracle"])
 def test_every_scripted_policy_plays_whole_episodes_legally(name):
     for task in ("single_trade", "market_round", "coalition_market"):
         for seed in range(3):

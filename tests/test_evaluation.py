@@ -1,0 +1,153 @@
+"""The evaluation harness: deterministic rows, the results.json contract, the store, replays,
+and degenerate strategies that must not pay."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from typer.testing import CliRunner
+
+from gpu_arena.cli import app
+from gpu_arena.core.types import Action
+from gpu_arena.evaluation import aggregate, bootstrap_ci, play_episode, run_evaluation
+from gpu_arena.evaluation.replay import read_jsonl, replay_episode
+from gpu_arena.evaluation.store import connect, latest_run, load_replay, save_run
+from gpu_arena.policies import register_policy
+
+REQUIRED = {"policy", "task", "split", "n", "mean", "std", "ci_low", "ci_high", "welfare_ratio", "deal_rate",
+            "breach_rate", "invalid_rate"}
+
+
+def test_rows_are_deterministic_and_independent_of_workers():
+    args = (["rule_expert", "no_negotiation"], ["single_trade", "market_round"], "holdout", [0, 1, 2])
+    a = aggregate(run_evaluation(*args, workers=1))
+    b = aggregate(run_evaluation(*args, workers=2))
+    assert a == b
+    assert len(a) == 4 and all(set(r) >= REQUIRED for r in a)
+    assert all(r["ci_low"] <= r["mean"] <= r["ci_high"] for r in a)
+
+
+def test_bootstrap_ci_is_seeded_and_sane():
+    xs = [0.1, 0.3, -0.2, 0.5, 0.0, 0.25, 0.05]
+    assert bootstrap_ci(xs) == bootstrap_ci(xs)
+    lo, hi = bootstrap_ci(xs)
+    assert lo < sum(xs) / len(xs) < hi
+    assert bootstrap_ci([0.0] * 5) == (0.0, 0.0)
+
+
+def test_every_episode_replays_to_the_identical_transcript(tmp_path):
+    results = run_evaluation(["rule_expert", "random_valid"], ["market_round", "coalition_market"], "train", [3, 4],
+                             keep_replays=True)
+    for r in results:
+        assert r.replay is not None
+        again = replay_episode(json.loads(json.dumps(r.replay)))
+        assert again.transcript == r.replay["transcript"]
+        assert sum(rnd["rewards"]["lab_0"] for rnd in again.transcript) == pytest.approx(r.episode_return, abs=1e-9)
+
+
+def test_store_round_trip(tmp_path):
+    con = connect(tmp_path / "a.db")
+    results = run_evaluation(["no_negotiation"], ["single_trade"], "holdout", [0, 1], keep_replays=True)
+    rows = aggregate(results)
+    run_id = save_run(con, kind="eval", args={"x": 1}, seeds=[0, 1], rows=rows, episodes=results, duration_s=1.0)
+    run = latest_run(con)
+    assert run is not None and run["id"] == run_id and run["results"] == json.loads(json.dumps(rows))
+    assert run["versions"]["python"] and "openenv" in run["versions"]
+    assert load_replay(con, run_id, "no_negotiation", "single_trade", 1)["seed"] == 1
+
+
+def test_cli_eval_report_and_replay(tmp_path):
+    runner = CliRunner()
+    db, out, rep = tmp_path / "s.db", tmp_path / "results.json", tmp_path / "r.jsonl"
+    res = runner.invoke(app, ["eval", "--policies", "rule_expert,no_negotiation", "--tasks", "single_trade",
+                              "--split", "holdout", "--seeds", "3", "--workers", "1", "--out", str(out),
+                              "--replays", str(rep), "--db", str(db)])
+    assert res.exit_code == 0, res.output
+    data = json.loads(out.read_text())
+    assert {r["policy"] for r in data["results"]} == {"rule_expert", "no_negotiation"}
+    assert all(set(r) >= REQUIRED for r in data["results"])
+    assert len(list(read_jsonl(rep))) == 6
+    res = runner.invoke(app, ["report", "--db", str(db), "--out-dir", str(tmp_path / "rep")])
+    assert res.exit_code == 0, res.output
+    for name in ("report.md", "results.png", "results.html"):
+        assert (tmp_path / "rep" / name).stat().st_size > 0
+    res = runner.invoke(app, ["replay", str(rep), "--index", "4"])
+    assert res.exit_code == 0 and "replay identical" in res.output
+    res = runner.invoke(app, ["eval", "--policies", "nobody", "--tasks", "single_trade", "--seeds", "1",
+                              "--db", str(db), "--out", str(out)])
+    assert res.exit_code != 0
+
+
+# ----------------------------------------------------------------------------- degenerate strategies
+
+class Scripted:
+    """A degenerate strategy: the same kind of move every round."""
+
+    uses_aids = False
+
+    def __init__(self, make, **_):
+        self.make = make
+        self.t = 0
+
+    def act(self, obs):
+        self.t += 1
+        return self.make(obs, self.t)
+
+
+def _others(obs):
+    return [lab.lab_id for lab in obs.visible_labs if lab.lab_id != obs.controlled_lab_id]
+
+
+def _coalition_spam(obs, t):
+    others = _others(obs)
+    pooled = [j for j in obs.private_jobs if j.pooled] or obs.private_jobs
+    theirs = [b.block_id for b in obs.public_market.blocks if b.owner == others[0]][:2]
+    return Action("form_coalition", job_id=pooled[0].job_id, member_lab_ids=(others[0],), requested_block_ids=tuple(theirs),
+                  shares={obs.controlled_lab_id: 0.5, others[0]: 0.5})
+
+
+def _reserve_loop(obs, t):
+    mine = [b.block_id for b in obs.owned_blocks if b.status in ("free", "reserved")]
+    jobs = [j.job_id for j in obs.private_jobs if j.status == "open"]
+    if t % 2 and mine and jobs:
+        return Action("reserve_capacity", block_ids=(), job_id=jobs[0])  # empty reservation
+    return Action("release_capacity", block_ids=())
+
+
+def _ask_everything(obs, t):
+    others = _others(obs)
+    target = others[t % len(others)]
+    theirs = tuple(b.block_id for b in obs.public_market.blocks if b.owner == target and b.tradeable)[:16]
+    return Action("send_offer", target_lab_id=target, requested_block_ids=theirs or ("b_0_0",))
+
+
+def _same_offer(obs, t):
+    others = _others(obs)
+    return Action("send_offer", target_lab_id=others[0], payment=0.01)
+
+
+DEGENERATE = {
+    "degenerate_wait": lambda obs, t: Action("wait"),
+    "degenerate_coalition_spam": _coalition_spam,
+    "degenerate_reserve_loop": _reserve_loop,
+    "degenerate_ask_everything": _ask_everything,
+    "degenerate_same_offer": _same_offer,
+}
+for _name, _make in DEGENERATE.items():
+    register_policy(_name, lambda seed=0, _make=_make, **_: Scripted(_make))
+
+
+@pytest.mark.parametrize("task", ["single_trade", "market_round", "coalition_market"])
+def test_degenerate_strategies_do_not_pay(task):
+    seeds = list(range(30))
+    rows = {r["policy"]: r for r in aggregate(run_evaluation(["no_negotiation", *DEGENERATE], [task], "holdout", seeds))}
+    ceiling = rows["no_negotiation"]["ci_high"]
+    for name in DEGENERATE:
+        assert rows[name]["mean"] <= ceiling + 1e-12, (name, rows[name]["mean"], ceiling)
+
+
+def test_play_episode_reports_invalid_actions():
+    r = play_episode("degenerate_reserve_loop", "single_trade", "train", 0)
+    assert r.invalid_actions > 0 and r.invalid_rate > 0
+    assert r.columns["invalid_action_penalty"] < 0
