@@ -784,24 +784,37 @@ def _committable(world: World, block_id: str, owner: str) -> bool:
     return b.owner == owner and b.start_round > world.round_index and b.status in (BlockStatus.FREE, BlockStatus.RESERVED)
 
 
-AWARD_RULES = ("none",)
+AWARD_RULES = ("none", "rule")
 
 
-def _award_key(world: World) -> Any:
-    """How pitches are ranked under the world's judge mode. ``none``: the highest bid wins, ties
-    to the better reputation, then the lower lab id. Judges (issue #3) add their own rules."""
+def _award_key(world: World, auction: Auction) -> Any:
+    """How pitches are ranked under the world's judge mode.
+
+    ``none``: the highest bid wins (ties: better reputation, then lab id). ``rule``: the rule
+    judge's score against the server's truth wins (ties: higher bid, then lab id); the scores and
+    reasons are recorded on the pitches.
+    """
     if world.judge_mode == "none":
         return lambda p: (-p.bid, -world.labs[p.lab_id].reputation, p.lab_id)
+    if world.judge_mode == "rule":
+        from .judge import judge_pitches
+
+        scores = judge_pitches(world, auction)
+        for lab_id, sc in scores.items():
+            auction.pitches[lab_id].score = round(sc.score, 6)
+            auction.pitches[lab_id].reasons = sc.reasons
+        return lambda p: (-scores[p.lab_id].score, -p.bid, p.lab_id)
     raise ValueError(f"unknown judge_mode {world.judge_mode!r}; known: {', '.join(AWARD_RULES)}")
 
 
 def resolve_auctions(world: World, *, final: bool = False) -> set[str]:
-    """Award contested resources whose pitching window has closed (highest valid bid wins)."""
+    """Award contested resources whose pitching window has closed (by bid, or by the judge)."""
     affected: set[str] = set()
     for a in world.auctions.values():
         if a.status != "open" or (world.round_index < a.close_round and not final):
             continue
         block = world.blocks[a.block_id]
+        rank = _award_key(world, a)  # in judge mode this also records every pitch's score and reasons
         valid = [p for p in a.pitches.values()
                  if p.bid <= world.labs[p.lab_id].budget + 1e-9 and not world.labs[p.lab_id].finished]
         if not valid or block.start_round <= world.round_index:
@@ -810,7 +823,7 @@ def resolve_auctions(world: World, *, final: bool = False) -> set[str]:
             world.events.append(Event(world.round_index, "auction_unsold", f"{a.block_id} was not sold",
                                       {"auction_id": a.auction_id}))
             continue
-        winner = min(valid, key=_award_key(world))
+        winner = min(valid, key=rank)
         lab = world.labs[winner.lab_id]
         lab.budget -= winner.bid  # paid to the market: money leaves the economy
         block.owner, block.status = winner.lab_id, BlockStatus.FREE

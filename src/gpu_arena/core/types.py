@@ -198,6 +198,8 @@ class Pitch:
     message: str
     round_index: int
     counter_to: str | None = None
+    score: float | None = None  # the judge's score, once the auction is resolved in judge mode
+    reasons: list[str] = field(default_factory=list)
 
 
 @dataclass(slots=True)

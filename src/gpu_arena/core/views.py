@@ -125,6 +125,8 @@ class PitchView:
     message: str
     round_index: int
     counter_to: str | None
+    score: float | None = None  # the judge's score (judge mode, after the award)
+    reasons: list[str] = field(default_factory=list)
 
 
 @dataclass(slots=True)
@@ -276,7 +278,8 @@ def observe(world: World, lab_id: str, *, last_result: ResultView | None = None,
             list(c.breaches), list(c.excused)))
 
     auctions = [AuctionView(a.auction_id, a.block_id, a.opened_round, a.close_round, a.status,
-                            [PitchView(p.lab_id, p.bid, p.job_id, p.message, p.round_index, p.counter_to)
+                            [PitchView(p.lab_id, p.bid, p.job_id, p.message, p.round_index, p.counter_to,
+                                       p.score, list(p.reasons))
                              for p in a.pitches.values()],
                             a.winner, a.price)
                 for a in world.auctions.values() if a.status == "open" or a.close_round >= r - 1]

@@ -47,6 +47,9 @@ def generate_world(task: str, split: str, seed: int, judge_mode: str = "none") -
         world = _draw(params, rng, seed)
         if _acceptable(world):
             world.judge_mode = judge_mode
+            if judge_mode != "none" and not any(s.kind == "emergency_auction" for s in world.shock_schedule):
+                # judge mode is a game about pitching: every such episode has a contested resource
+                world.shock_schedule.append(ScheduledShock(round_index=1, kind="emergency_auction", magnitude=0.5))
             _finalise(world)
             return world
     raise RuntimeError(f"could not generate a {task}/{split} world for seed {seed}")  # pragma: no cover
