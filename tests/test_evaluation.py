@@ -151,3 +151,20 @@ def test_play_episode_reports_invalid_actions():
     r = play_episode("degenerate_reserve_loop", "single_trade", "train", 0)
     assert r.invalid_actions > 0 and r.invalid_rate > 0
     assert r.columns["invalid_action_penalty"] < 0
+
+
+def test_optimum_cache_is_keyed_by_world_fingerprint(tmp_path):
+    from gpu_arena.evaluation.store import load_optima, save_optima
+
+    optima: dict = {}
+    first = run_evaluation(["no_negotiation"], ["market_round"], "holdout", [0, 1], optima=optima)
+    assert set(optima) == {("market_round", "holdout", 0), ("market_round", "holdout", 1)}
+    con = connect(tmp_path / "o.db")
+    save_optima(con, optima)
+    assert load_optima(con) == optima
+    # a cached value is used only for the exact same world
+    fp, value = optima[("market_round", "holdout", 0)]
+    poisoned = {("market_round", "holdout", 0): (fp, value * 2), ("market_round", "holdout", 1): ("stale", 1.0)}
+    again = run_evaluation(["no_negotiation"], ["market_round"], "holdout", [0, 1], optima=poisoned)
+    assert again[0].optimum == value * 2
+    assert again[1].optimum == first[1].optimum

@@ -89,7 +89,7 @@ def evaluate(
     from .evaluation import aggregate, run_evaluation
     from .evaluation.replay import write_jsonl
     from .evaluation.report import markdown_table
-    from .evaluation.store import connect, save_run
+    from .evaluation.store import connect, load_optima, save_optima, save_run
 
     pol, tsk = _split_list(policies), _split_list(tasks)
     for t in tsk:
@@ -99,13 +99,15 @@ def evaluate(
         raise typer.BadParameter("split must be train or holdout")
     seed_list = list(range(seed_start, seed_start + seeds))
     total = len(pol) * len(tsk) * len(seed_list)
+    con = connect(db)
+    optima = load_optima(con)  # the exact optimum of a world is solved once, then read from the store
     t0 = time.perf_counter()
     with Progress(TextColumn("[bold]eval"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                   console=console, transient=False) as progress:
         bar = progress.add_task("episodes", total=total)
         try:
             results = run_evaluation(pol, tsk, split, seed_list, workers=workers, keep_replays=bool(replays),
-                                     progress=lambda n: progress.advance(bar, n))
+                                     optima=optima, progress=lambda n: progress.advance(bar, n))
         except ValueError as e:
             raise typer.BadParameter(str(e)) from None
     duration = time.perf_counter() - t0
@@ -115,7 +117,7 @@ def evaluate(
     Path(out).write_text(json.dumps({"results": rows, "args": args, "duration_s": duration}, indent=2))
     if replays:
         write_jsonl(replays, (r.replay for r in results if r.replay))
-    con = connect(db)
+    save_optima(con, optima)
     run_id = save_run(con, kind="eval", args=args, seeds=seed_list, rows=rows, episodes=results, duration_s=duration)
     print(markdown_table(rows))
     console.print(f"{total} episodes in {duration:.1f} s; run {run_id} stored; results in {out}")

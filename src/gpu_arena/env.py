@@ -182,10 +182,11 @@ class GpuArenaEnv(Environment[ArenaAction, ArenaObservation, ArenaState]):
             return "(not reset)"
         return render_text(self._episode.observe(self._seat))
 
-    def metrics(self) -> dict[str, Any]:
+    def metrics(self, optimum: float | None = None) -> dict[str, Any]:
+        """Episode metrics (welfare against the exact optimum, rates, surplus); see ``Episode.metrics``."""
         if self._episode is None:
             raise RuntimeError("no episode: call reset() first")
-        return self._episode.metrics()
+        return self._episode.metrics(optimum)
 
     # ------------------------------------------------------------------ helpers
 

@@ -334,21 +334,27 @@ class Episode:
         v, m = self.phi[lab_id]
         return v + m
 
-    def metrics(self) -> dict[str, Any]:
-        """Episode metrics: welfare vs the exact optimum, surplus per lab, deal/breach/invalid rates, Gini."""
+    def metrics(self, optimum: float | None = None) -> dict[str, Any]:
+        """Episode metrics: welfare vs the exact optimum, surplus per lab, deal/breach/invalid rates, Gini.
+
+        ``optimum`` may pass the ex-ante optimum if the caller has it (it costs a MILP solve).
+        """
         w = self.world
         utilities = {lid: self.potential(lid) - lab.initial_budget for lid, lab in w.labs.items()}
         surplus = {lid: self.potential(lid) - w.initial_potential[lid] for lid in w.labs}
         # money that left the economy (auction prices) is welfare spent, not destroyed value
         paid_to_market = sum(a.price for a in w.auctions.values() if a.status == "awarded")
         welfare = sum(utilities.values()) + paid_to_market
-        optimum = exante_optimum(w.task, w.split, w.seed)
+        if optimum is None:
+            optimum = exante_optimum(w.task, w.split, w.seed)
         lab_metrics = {}
         for lid, lab in w.labs.items():
             lab_metrics[lid] = {
                 "utility": utilities[lid], "surplus_over_batna": surplus[lid], "return": self.returns[lid],
-                "deal_rate": lab.deals / lab.offers_made if lab.offers_made else 0.0,
-                "deals": lab.deals, "offers_made": lab.offers_made,
+                # share of the offers it made or received that settled
+                "deal_rate": lab.deals / (lab.offers_made + lab.offers_received)
+                if lab.offers_made + lab.offers_received else 0.0,
+                "deals": lab.deals, "offers_made": lab.offers_made, "offers_received": lab.offers_received,
                 "breach_rate": lab.breaches / lab.commitments if lab.commitments else 0.0,
                 "invalid_rate": lab.invalid_actions / lab.actions if lab.actions else 0.0,
                 "reputation": lab.reputation,
@@ -375,6 +381,19 @@ def exante_optimum(task: str, split: str, seed: int) -> float:
     """
     world = generate_world(task, split, seed)
     return social_optimum(list(world.blocks.values()), list(world.jobs.values()))
+
+
+def world_fingerprint(world: World) -> str:
+    """A digest of a world's blocks and jobs: keys caches of the (costly) exact optimum so that a
+    change to world generation can never serve a stale number."""
+    import hashlib
+    import json
+
+    data = [[(b.block_id, b.owner, b.gpu_count, b.start_round, b.duration, b.reliability, b.energy_cost)
+             for b in world.blocks.values()],
+            [(j.job_id, j.owner, j.gpu_hours_required, j.deadline_round, j.value, j.min_reliability, j.partial_credit)
+             for j in world.jobs.values()]]
+    return hashlib.sha256(json.dumps(data).encode()).hexdigest()[:24]
 
 
 def views_for(episode: Episode, seats: Sequence[str], aids: bool = True) -> dict[str, SeatView]:

@@ -294,6 +294,7 @@ def _create_offer(world: World, sender: str, target: str, terms: dict[str, Any],
                   requested_payment=terms["requested_payment"], job_id=terms["job_id"])
     world.offers[offer.offer_id] = offer
     world.labs[sender].offers_made += 1
+    world.labs[target].offers_received += 1
     if terms["message"]:
         world.messages.append(Message(world.round_index, sender, target, terms["message"]))
     return offer

@@ -145,6 +145,7 @@ class Lab:
     actions: int = 0
     invalid_actions: int = 0
     offers_made: int = 0
+    offers_received: int = 0
     deals: int = 0
     commitments: int = 0
     breaches: int = 0

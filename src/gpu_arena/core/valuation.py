@@ -8,7 +8,9 @@ value stops growing at its requirement). ``social_optimum`` is an exact MILP sol
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+import os
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -271,11 +273,12 @@ def potential(world: World, lab_id: str) -> float:
     return v + m
 
 
-def welfare_lower_bound(blocks: Sequence[Block], jobs: Sequence[Job]) -> float:
-    """A feasible (so never optimistic) welfare: jobs in order of value density each take their
-    best subset of the blocks still unused. Deterministic and fast; used to accept generated worlds."""
+def greedy_allocation(blocks: Sequence[Block], jobs: Sequence[Job]) -> tuple[float, dict[str, str]]:
+    """A feasible (so never optimistic) planner's allocation: jobs in order of value density each
+    take their best subset of the blocks still unused. Returns (welfare, block_id -> job_id)."""
     remaining = [b for b in blocks if b.status != BlockStatus.FAILED]
     total = 0.0
+    assignment: dict[str, str] = {}
     for job in sorted(jobs, key=lambda j: (-j.value / max(1, j.gpu_hours_required), j.job_id)):
         fit = [b for b in remaining if block_fits(b, job)]
         if not fit:
@@ -286,8 +289,44 @@ def welfare_lower_bound(blocks: Sequence[Block], jobs: Sequence[Job]) -> float:
             continue
         total += value - energy
         used = {b.block_id for b, k in zip(fit, choices, strict=True) if k >= 0}
+        assignment.update(dict.fromkeys(used, job.job_id))
         remaining = [b for b in remaining if b.block_id not in used]
-    return total
+    return total, assignment
+
+
+def welfare_lower_bound(blocks: Sequence[Block], jobs: Sequence[Job]) -> float:
+    """The greedy allocation's welfare: deterministic and fast; used to accept generated worlds."""
+    return greedy_allocation(blocks, jobs)[0]
+
+
+@contextmanager
+def _quiet_native_output() -> Iterator[None]:
+    """Silence what native code writes to fds 1 and 2 (HiGHS prints internal debug lines on some
+    models), flushing C stdio buffers before the descriptors are restored."""
+    import ctypes
+    import sys
+
+    libc = ctypes.CDLL(None)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    try:
+        saved = [os.dup(1), os.dup(2)]
+    except OSError:  # pragma: no cover - no standard descriptors to silence
+        yield
+        return
+    try:
+        with open(os.devnull, "w") as devnull:
+            os.dup2(devnull.fileno(), 1)
+            os.dup2(devnull.fileno(), 2)
+            try:
+                yield
+            finally:
+                libc.fflush(None)
+    finally:
+        os.dup2(saved[0], 1)
+        os.dup2(saved[1], 2)
+        for fd in saved:
+            os.close(fd)
 
 
 def social_optimum(blocks: Sequence[Block], jobs: Sequence[Job]) -> float:
@@ -329,7 +368,8 @@ def social_optimum(blocks: Sequence[Block], jobs: Sequence[Job]) -> float:
         supply = np.zeros(n)
         for k, (bi, j2) in enumerate(pairs):
             if j2 == ji:
-                supply[k] = usable[bi].hours
+                # capped at the requirement: hours past it never count (a tighter, equivalent row)
+                supply[k] = min(usable[bi].hours, j.gpu_hours_required)
         done = supply.copy()
         done[nx + ji] = -j.gpu_hours_required
         rows.append(done)
@@ -343,13 +383,18 @@ def social_optimum(blocks: Sequence[Block], jobs: Sequence[Job]) -> float:
         # valid cut: an optimum never assigns a block a job could do without, so a job's hours
         # overshoot its requirement by less than its largest compatible block
         biggest = max((usable[bi].hours for bi, j2 in pairs if j2 == ji), default=0)
-        rows.append(supply)
+        raw = np.zeros(n)
+        for k, (bi, j2) in enumerate(pairs):
+            if j2 == ji:
+                raw[k] = usable[bi].hours
+        rows.append(raw)
         lo.append(-np.inf)
         hi.append(float(j.gpu_hours_required - 1 + biggest))
     integrality = np.concatenate([np.ones(nx), np.ones(nj), np.zeros(nj)])
     upper = np.concatenate([np.ones(nx + nj), np.array([float(j.gpu_hours_required) for j in jobs])])
-    res = milp(c, constraints=LinearConstraint(np.array(rows), lo, hi), integrality=integrality,
-               bounds=Bounds(np.zeros(n), upper))
+    with _quiet_native_output():
+        res = milp(c, constraints=LinearConstraint(np.array(rows), lo, hi), integrality=integrality,
+                   bounds=Bounds(np.zeros(n), upper))
     if res.status != 0 or res.x is None:  # pragma: no cover - HiGHS solves these small bounded MILPs
         raise RuntimeError(f"welfare MILP failed: {res.message}")
     return max(0.0, float(-res.fun))

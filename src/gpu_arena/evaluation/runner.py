@@ -14,7 +14,10 @@ from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from ..core.engine import world_fingerprint
 from ..core.types import COMPONENT_COLUMNS, PENALTY_COLUMNS, REWARD_COLUMNS
+from ..core.valuation import social_optimum
+from ..core.worldgen import generate_world
 from ..env import GpuArenaEnv
 from ..policies import make_policy
 
@@ -45,7 +48,7 @@ class EpisodeResult:
 
 
 def play_episode(policy: str, task: str, split: str, seed: int, *, opponents: Any = None,
-                 keep_replay: bool = False) -> EpisodeResult:
+                 keep_replay: bool = False, optimum: float | None = None) -> EpisodeResult:
     """Play one episode with ``policy`` in seat lab_0 against the world's opponents."""
     env = GpuArenaEnv(task=task, split=split, opponents=opponents)
     obs = env.reset(seed=seed)
@@ -63,7 +66,7 @@ def play_episode(policy: str, task: str, split: str, seed: int, *, opponents: An
         steps += 1
         for c in REWARD_COLUMNS:
             sums[c] += obs.reward_breakdown[c]
-    metrics = env.metrics()
+    metrics = env.metrics(optimum)
     me = metrics["labs"]["lab_0"]
     replay = None
     if keep_replay:
@@ -77,30 +80,51 @@ def play_episode(policy: str, task: str, split: str, seed: int, *, opponents: An
         replay=replay)
 
 
-def _job(policies: Sequence[str], task: str, split: str, seed: int, keep_replay: bool) -> list[EpisodeResult]:
-    return [play_episode(p, task, split, seed, keep_replay=keep_replay) for p in policies]
+Optima = dict[tuple[str, str, int], tuple[str, float]]  # (task, split, seed) -> (world fingerprint, optimum)
+
+
+def _job(policies: Sequence[str], task: str, split: str, seed: int, keep_replay: bool,
+         cached: tuple[str, float] | None) -> tuple[list[EpisodeResult], tuple[str, float]]:
+    world = generate_world(task, split, seed)
+    fingerprint = world_fingerprint(world)
+    if cached is not None and cached[0] == fingerprint:
+        optimum = cached[1]
+    else:
+        optimum = social_optimum(list(world.blocks.values()), list(world.jobs.values()))
+    results = [play_episode(p, task, split, seed, keep_replay=keep_replay, optimum=optimum) for p in policies]
+    return results, (fingerprint, optimum)
 
 
 def run_evaluation(policies: Sequence[str], tasks: Sequence[str], split: str, seeds: Sequence[int], *,
-                   workers: int = 1, keep_replays: bool = False,
+                   workers: int = 1, keep_replays: bool = False, optima: Optima | None = None,
                    progress: Callable[[int], None] | None = None) -> list[EpisodeResult]:
-    """Every policy × task × seed. ``progress`` is called with the number of episodes just finished."""
+    """Every policy × task × seed. ``progress`` is called with the number of episodes just finished.
+
+    ``optima`` caches the exact welfare optimum per world (it costs up to seconds a world); it is
+    read, and filled with what this run computed.
+    """
     for p in policies:
         make_policy(p)  # fail fast on an unknown name, before any worker starts
+    optima = optima if optima is not None else {}
     jobs = [(task, seed) for task in tasks for seed in seeds]
     results: list[EpisodeResult] = []
+
+    def collect(task: str, seed: int, out: tuple[list[EpisodeResult], tuple[str, float]]) -> None:
+        episodes, optimum = out
+        results.extend(episodes)
+        optima[(task, split, seed)] = optimum
+        if progress:
+            progress(len(policies))
+
     if workers <= 1:
         for task, seed in jobs:
-            results += _job(policies, task, split, seed, keep_replays)
-            if progress:
-                progress(len(policies))
+            collect(task, seed, _job(policies, task, split, seed, keep_replays, optima.get((task, split, seed))))
     else:
         with ProcessPoolExecutor(max_workers=min(workers, os.cpu_count() or 1, len(jobs) or 1)) as pool:
-            futures = [pool.submit(_job, list(policies), task, split, seed, keep_replays) for task, seed in jobs]
+            futures = {pool.submit(_job, list(policies), task, split, seed, keep_replays,
+                                   optima.get((task, split, seed))): (task, seed) for task, seed in jobs}
             for fut in as_completed(futures):
-                results += fut.result()
-                if progress:
-                    progress(len(policies))
+                collect(*futures[fut], fut.result())
     order = {p: i for i, p in enumerate(policies)}
     tasks_order = {t: i for i, t in enumerate(tasks)}
     results.sort(key=lambda r: (tasks_order[r.task], order[r.policy], r.seed))

@@ -45,6 +45,11 @@ CREATE TABLE IF NOT EXISTS episodes (
     replay TEXT
 );
 CREATE INDEX IF NOT EXISTS episodes_run ON episodes(run_id, task, policy, seed);
+CREATE TABLE IF NOT EXISTS optima (
+    task TEXT NOT NULL, split TEXT NOT NULL, seed INTEGER NOT NULL, fingerprint TEXT NOT NULL,
+    optimum REAL NOT NULL,
+    PRIMARY KEY (task, split, seed, fingerprint)
+);
 """
 
 
@@ -120,3 +125,15 @@ def load_replay(con: sqlite3.Connection, run_id: int, policy: str, task: str, se
     row = con.execute("SELECT replay FROM episodes WHERE run_id=? AND policy=? AND task=? AND seed=?",
                       (run_id, policy, task, seed)).fetchone()
     return json.loads(row[0]) if row and row[0] else None
+
+
+def load_optima(con: sqlite3.Connection) -> dict[tuple[str, str, int], tuple[str, float]]:
+    """Cached exact optima, keyed by world; the fingerprint guards against a changed generator."""
+    return {(t, sp, sd): (fp, opt) for t, sp, sd, fp, opt in
+            con.execute("SELECT task, split, seed, fingerprint, optimum FROM optima")}
+
+
+def save_optima(con: sqlite3.Connection, optima: dict[tuple[str, str, int], tuple[str, float]]) -> None:
+    with con:
+        con.executemany("INSERT OR REPLACE INTO optima (task, split, seed, fingerprint, optimum) VALUES (?,?,?,?,?)",
+                        [(t, sp, sd, fp, opt) for (t, sp, sd), (fp, opt) in optima.items()])
