@@ -662,6 +662,18 @@ def _allocate(world: World, lab_id: str, action: Action) -> Outcome:
         done = auto_allocate(world, lab_id)
         return Outcome("allocation", {lab_id} | _coalition_peers(world, lab_id),
                        f"allocated {', '.join(done)} by your best plan" if done else "nothing to allocate")
+    if action.job_id is None:
+        # blocks but no job: allocate those blocks where the seat's best plan puts them
+        blocks = _id_list(action.block_ids, "block_ids", required=True)
+        for bid in blocks:
+            b = _block(world, bid)
+            _check_tradeable(world, b, lab_id, allow_reserved=True)
+        done = auto_allocate(world, lab_id, only=set(blocks))
+        idle = [bid for bid in blocks if bid not in done]
+        note = f"allocated {', '.join(done) or 'nothing'} by your best plan"
+        if idle:
+            note += f"; your best plan has no job for {', '.join(idle)}"
+        return Outcome("allocation", {lab_id} | _coalition_peers(world, lab_id), note)
     job = _own_job(world, action.job_id, lab_id)
     assert job is not None
     blocks = _id_list(action.block_ids, "block_ids", required=True)
@@ -713,12 +725,14 @@ def _finish(world: World, lab_id: str, action: Action) -> Outcome:
     return Outcome("allocation", {lab_id} | _coalition_peers(world, lab_id), note)
 
 
-def auto_allocate(world: World, lab_id: str) -> list[str]:
-    """Allocate the lab's plannable blocks by its best plan (used by finish and final settlement)."""
+def auto_allocate(world: World, lab_id: str, only: set[str] | None = None) -> list[str]:
+    """Allocate the lab's plannable blocks (or just ``only``) by its best plan (finish, final
+    settlement, and ``allocate_to_job`` without a job)."""
     plan = best_allocation(world, lab_id)
     by_job: dict[str, list[str]] = {}
     for bid, jid in plan.assignment.items():
-        by_job.setdefault(jid, []).append(bid)
+        if only is None or bid in only:
+            by_job.setdefault(jid, []).append(bid)
     done: list[str] = []
     for jid, bids in by_job.items():
         for bid in bids:

@@ -110,20 +110,14 @@ class Negotiator:
         return Action("wait")
 
     def allocate_due(self, obs: Any) -> Action | None:
-        """Blocks in the best plan whose window opens next round must be allocated now; if they
-        serve several jobs, the whole plan is applied in one action."""
+        """Blocks in the best plan whose window opens next round must be allocated now (where the
+        plan puts them); the rest stay free to trade."""
         owned = {b.block_id: b for b in obs.owned_blocks}
-        due_jobs = []
-        for job_id, ids in sorted(obs.best_plan.items()):
-            if any(b in owned and owned[b].status in ("free", "reserved") and owned[b].start_round <= obs.round_index + 1
-                   for b in ids):
-                due_jobs.append(job_id)
-        if len(due_jobs) > 1:
-            return Action("allocate_to_job")
-        if due_jobs:
-            ids = obs.best_plan[due_jobs[0]]
-            ready = [b for b in ids if b in owned and owned[b].status in ("free", "reserved")]
-            return Action("allocate_to_job", job_id=due_jobs[0], block_ids=tuple(sorted(ready)))
+        due = sorted(b for ids in obs.best_plan.values() for b in ids
+                     if b in owned and owned[b].status in ("free", "reserved")
+                     and owned[b].start_round <= obs.round_index + 1)
+        if due:
+            return Action("allocate_to_job", block_ids=tuple(due))
         return None
 
     def fitting_job(self, obs: Any, block: Any) -> str | None:
@@ -173,7 +167,12 @@ class Negotiator:
                 continue
             mine = c.commitments.get(me, [])
             owned = {b.block_id: b for b in obs.owned_blocks}
-            cost = sum(owned[b].marginal_value or 0.0 for b in mine if b in owned)
+            if any(b not in owned or not owned[b].tradeable for b in mine):
+                continue
+            energy = sum(owned[b].energy_cost * owned[b].gpu_hours for b in mine)
+            if energy > obs.controlled_lab_budget:
+                continue  # it could not pay to run its share
+            cost = sum(owned[b].marginal_value or 0.0 for b in mine)
             others = [m for m in c.members if m != c.proposer]
             paid = c.payment / max(1, len(others))
             # the pooled job's value is private: estimate it from its public hours
@@ -216,19 +215,24 @@ class Negotiator:
         return f"Our job needs {hours} GPU-hours by round {deadline}."
 
     def propose_coalition(self, obs: Any) -> Action | None:
+        """Pool capacity for an open pooled job: ask other labs for fitting blocks whose windows open
+        after the consent window, offering value shares by hours and a payment. Its own blocks reach
+        the pooled job through its own plan, so it commits none (nothing of its own can break it)."""
         me = obs.controlled_lab_id
         if any(c.proposer == me and c.status in ("proposed", "formed") for c in obs.active_coalitions):
             return None
+        ttl = 2
         for job in obs.private_jobs:
             if not job.pooled or job.status != "open" or job.coalition_id:
                 continue
-            mine = [b for b in obs.owned_blocks if b.tradeable and b.end_round <= job.deadline_round
-                    and b.reliability >= job.min_reliability]
-            have = job.assigned_hours + sum(b.gpu_hours for b in mine)
-            need = job.gpu_hours_required - have
+            mine = [b for b in obs.owned_blocks if b.status in ("free", "reserved", "allocated")
+                    and b.end_round <= job.deadline_round and b.reliability >= job.min_reliability
+                    and (b.status != "allocated" or b.job_id == job.job_id)]
+            need = job.gpu_hours_required - job.assigned_hours - sum(b.gpu_hours for b in mine if b.status != "allocated")
             if need <= 0:
                 continue
             pool = sorted((b for b in obs.public_market.blocks if b.tradeable and b.owner != me
+                           and b.start_round > obs.round_index + ttl + 1
                            and b.end_round <= job.deadline_round and b.reliability >= job.min_reliability
                            and not self.refuses(obs, b.owner or "")),
                           key=lambda b: (-b.gpu_hours, b.block_id))
@@ -239,16 +243,17 @@ class Negotiator:
                     break
                 chosen.append(b)
                 got += b.gpu_hours
-            if got < need or not chosen:
+            if not chosen or got < 0.5 * need:
                 continue
             members = tuple(sorted({b.owner for b in chosen}))
-            total = got + sum(b.gpu_hours for b in mine)
-            shares = {m: round(0.8 * sum(b.gpu_hours for b in chosen if b.owner == m) / total, 6) for m in members}
+            total = job.gpu_hours_required
+            shares = {m: round(0.9 * sum(b.gpu_hours for b in chosen if b.owner == m) / total, 6) for m in members}
             shares[me] = round(1.0 - sum(shares.values()), 6)
-            payment = self.cents(2.0 * len(members), obs.controlled_lab_budget * 0.3)
+            # it knows what its pooled job is worth: pay a tenth of it to win the members' consent
+            payment = self.cents(0.1 * job.value, obs.controlled_lab_budget * 0.5)
             return Action("form_coalition", job_id=job.job_id, member_lab_ids=members,
-                          block_ids=tuple(b.block_id for b in mine), requested_block_ids=tuple(b.block_id for b in chosen),
-                          shares=shares, payment=payment, expires_in=3,
+                          requested_block_ids=tuple(b.block_id for b in chosen), shares=shares, payment=payment,
+                          expires_in=ttl,
                           message=f"Pool capacity for {job.gpu_hours_required} GPU-hours by round {job.deadline_round}.")
         return None
 
