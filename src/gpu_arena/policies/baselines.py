@@ -87,7 +87,7 @@ class RuleExpertPolicy(Negotiator):
 
     def act(self, obs: Any) -> Action:
         self.remember(obs)
-        for step in (self.allocate_due, self.answer_offers, self.answer_coalitions, self.pitch,
+        for step in (self.allocate_due, self.answer_coalitions, self.answer_offers, self.pitch,
                      self.propose_coalition, self.buy, self.sell, self.finish_when_done):
             action = step(obs)
             if action is not None:

@@ -13,8 +13,8 @@ potential if it settled now: marginal value of the blocks plus the payment), a m
 * ``retaliation_memory``: rounds it refuses a lab that breached or sent it an exploitative offer.
 * ``risk``: the share of a block's value it opens with when buying or bidding.
 
-Each round it does the first of: allocate blocks whose windows open next round; answer the best
-incoming offer (accept, counter, or reject); commit to a pending coalition that pays; pitch for an
+Each round it does the first of: allocate blocks whose windows open next round; commit to a
+pending coalition that pays; answer the best incoming offer (accept, counter, or reject); pitch for an
 open auction; propose a coalition for a pooled job; make a buy offer for the market block worth
 most to it; otherwise wait.
 """
@@ -49,7 +49,7 @@ class Negotiator:
         self.risk = risk
         self.grudges: dict[str, int] = {}  # lab -> round until which it is refused
         self.asked: dict[str, int] = {}  # block -> how many times we offered for it
-        self.seen_events = 0
+        self.refusers: set[str] = set()  # labs that let one of its coalition proposals expire
 
     # ------------------------------------------------------------------ valuations
 
@@ -102,7 +102,9 @@ class Negotiator:
 
     def act(self, obs: Any) -> Action:
         self.remember(obs)
-        for step in (self.allocate_due, self.answer_offers, self.answer_coalitions, self.pitch,
+        # consents before offers: a proposal needs every member within its window, an offer
+        # answered a round later usually still stands
+        for step in (self.allocate_due, self.answer_coalitions, self.answer_offers, self.pitch,
                      self.propose_coalition, self.buy, self.talk):
             action = step(obs)
             if action is not None:
@@ -219,9 +221,13 @@ class Negotiator:
         after the consent window, offering value shares by hours and a payment. Its own blocks reach
         the pooled job through its own plan, so it commits none (nothing of its own can break it)."""
         me = obs.controlled_lab_id
-        if any(c.proposer == me and c.status in ("proposed", "formed") for c in obs.active_coalitions):
+        if any(c.proposer == me and c.status in ("proposed", "formed", "settled") for c in obs.active_coalitions):
             return None
-        ttl = 2
+        for c in obs.active_coalitions:
+            if c.proposer == me and c.status == "expired":
+                # members who let an earlier proposal expire are not asked again
+                self.refusers.update(m for m in c.members if m not in c.consented)
+        ttl = 3
         for job in obs.private_jobs:
             if not job.pooled or job.status != "open" or job.coalition_id:
                 continue
@@ -234,7 +240,7 @@ class Negotiator:
             pool = sorted((b for b in obs.public_market.blocks if b.tradeable and b.owner != me
                            and b.start_round > obs.round_index + ttl + 1
                            and b.end_round <= job.deadline_round and b.reliability >= job.min_reliability
-                           and not self.refuses(obs, b.owner or "")),
+                           and not self.refuses(obs, b.owner or "") and b.owner not in self.refusers),
                           key=lambda b: (-b.gpu_hours, b.block_id))
             chosen: list[Any] = []
             got = 0
@@ -243,8 +249,8 @@ class Negotiator:
                     break
                 chosen.append(b)
                 got += b.gpu_hours
-            if not chosen or got < 0.5 * need:
-                continue
+            if not chosen or got < need:
+                continue  # a pool that cannot complete the job earns only partial credit
             members = tuple(sorted({b.owner for b in chosen}))
             total = job.gpu_hours_required
             shares = {m: round(0.9 * sum(b.gpu_hours for b in chosen if b.owner == m) / total, 6) for m in members}
