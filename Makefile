@@ -25,6 +25,7 @@ test: install
 
 bench: install
 	$(PY) bench/bench_core.py
+	$(PY) bench/bench_eval.py
 
 lint: install
 	$(VENV)/bin/ruff check src tests bench
