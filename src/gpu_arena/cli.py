@@ -22,8 +22,8 @@ def demo(
     task: str = typer.Option("market_round", help="single_trade | market_round | coalition_market"),
     seed: int = typer.Option(7, help="world seed"),
     split: str = typer.Option("train", help="train | holdout"),
-    policy: str = typer.Option("random_valid", help="policy driving the controlled seat (lab_0)"),
-    opponents: str = typer.Option("no_negotiation", help="policy for every other seat"),
+    policy: str = typer.Option("rule_expert", help="policy driving the controlled seat (lab_0)"),
+    opponents: str = typer.Option("archetypes", help="policy for every other seat (archetypes: the world's mix)"),
     as_json: bool = typer.Option(False, "--json", help="print the transcript and metrics as JSON"),
 ) -> None:
     """Play one episode in-process and show every round: actions, results and reward columns."""
@@ -35,7 +35,10 @@ def demo(
         obs = env.reset(seed=seed, task=task, split=split, opponents=opponents)
     except ValueError as e:
         raise typer.BadParameter(str(e)) from None
-    driver = make_policy(policy, seed=seed)
+    try:
+        driver = make_policy(policy, seed=seed)
+    except ValueError as e:
+        raise typer.BadParameter(str(e)) from None
     episode = env.episode
     assert episode is not None
     table = Table(title=f"{task}/{split} seed {seed}: lab_0 = {policy}, others = {opponents}")
@@ -43,6 +46,8 @@ def demo(
         table.add_column(col)
     total = 0.0
     while not obs.done:
+        if getattr(driver, "needs_world", False):
+            driver.bind(episode.world)  # type: ignore[attr-defined]
         action = driver.act(episode.observe("lab_0"))
         obs = env.step(action)
         total += obs.reward or 0.0
