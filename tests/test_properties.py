@@ -102,8 +102,9 @@ def check_views(episode: Episode) -> None:
     assert set(owners) == {b.block_id for b in world.blocks.values() if b.owner is not None}
 
 
-def run_episode(task: str, split: str, seed: int, policy_seed: int, invalid_rate: float) -> Episode:
-    episode = Episode.new(task, split, seed, controlled=())
+def run_episode(task: str, split: str, seed: int, policy_seed: int, invalid_rate: float,
+                judge_mode: str = "none") -> Episode:
+    episode = Episode.new(task, split, seed, controlled=(), judge_mode=judge_mode)
     world = episode.world
     initial_money = sum(lab.budget for lab in world.labs.values())
     initial_blocks = {bid: (b.gpu_count, b.duration) for bid, b in world.blocks.items()}
@@ -187,6 +188,18 @@ def test_determinism_and_attribution(task):
             for lid in row:
                 for col, v in row[lid].items():
                     assert v == pytest.approx(srow[lid][col], abs=1e-9), (lid, col)
+
+    inner()
+
+
+@pytest.mark.parametrize("task", TASKS)
+def test_judge_mode_keeps_invariants(task):
+    @settings(max_examples=150)
+    @given(*scenario(), st.sampled_from([0.0, 0.3]))
+    def inner(split, seed, policy_seed, invalid_rate):
+        episode = run_episode(task, split, seed, policy_seed, invalid_rate, judge_mode="rule")
+        assert episode.world.auctions  # judge mode always holds a contested resource
+        check_views(episode)
 
     inner()
 
