@@ -74,3 +74,16 @@ def test_judge_mode_in_the_env_always_has_a_contested_resource():
                 # bots pitch from their needs, but never state a job value
                 assert not any(f"{j.value:.2f}" in p.message or f"{j.value:g}" in p.message for j in world.jobs.values())
     assert pitched
+
+
+def test_seats_see_the_judges_reasons_for_their_own_pitch_only():
+    from gpu_arena.core.views import observe
+
+    w = judged_world()
+    ep = Episode(w, controlled=())
+    ep.step({"lab_0": act("make_pitch", payment=3.0, job_id="j_0_0", message="We need 5 GPU-hours by round 4."),
+             "lab_1": act("make_pitch", payment=2.0, job_id="j_1_0", message="We need 16 GPU-hours by round 7.")})
+    ep.step({})
+    mine = {p.lab_id: p for p in observe(w, "lab_1").public_market.auctions[0].pitches}
+    assert mine["lab_1"].score is not None and mine["lab_1"].reasons
+    assert mine["lab_0"].score is None and mine["lab_0"].reasons == [] and mine["lab_0"].job_id is None

@@ -489,3 +489,50 @@ def test_episode_metrics():
         for lid, lab in ep.world.labs.items():
             assert m["labs"][lid]["invalid_rate"] == pytest.approx(lab.invalid_actions / lab.actions)
             assert m["labs"][lid]["utility"] == pytest.approx(lab.realized_value + lab.budget - lab.initial_budget)
+
+
+# ------------------------------------------------------------------ regressions (found in review)
+
+def test_conditioned_blocks_cannot_leave_by_being_requested():
+    w = trade_world()
+    ep = play(w, {"lab_1": act("send_offer", target_lab_id="lab_0", block_ids=["b_1_0"], requested_payment=1.0,
+                               conditions={"no_resale": True, "must_allocate_to_job": True})})
+    ep.step({"lab_0": act("accept_offer", offer_id=next(iter(w.offers)))})
+    assert_unchanged_by(w, "lab_1", act("send_offer", target_lab_id="lab_0", requested_block_ids=["b_1_0"],
+                                        payment=5.0), "no_resale")
+
+
+def test_huge_integers_are_invalid_payments_not_crashes():
+    w = trade_world()
+    assert_unchanged_by(w, "lab_0", act("send_offer", target_lab_id="lab_1", payment=10**400), "invalid_payment")
+    ep = play(w, {"lab_0": act("send_offer", target_lab_id="lab_1", payment=10**400)})
+    assert result(ep) == (False, "invalid_payment")
+
+
+def test_releasing_a_block_from_a_pooled_job_is_booked_to_the_partners_at_once():
+    w = coalition_world()
+    w.blocks["b_0_9"] = block("b_0_9", "lab_0", gpus=4, start=6, duration=2)
+    ep = play(w, {"lab_0": form(w)})
+    cid = next(iter(w.coalitions))
+    ep.step({"lab_1": act("commit_to_coalition", coalition_id=cid), "lab_2": act("commit_to_coalition", coalition_id=cid)})
+    ep.step({"lab_0": act("allocate_to_job", job_id="j_0_p", block_ids=["b_0_9"])})
+    ep.step({"lab_0": act("release_capacity", block_ids=["b_0_9"])})
+    strict = Episode(w, controlled=(), strict=True)  # a full recomputation sees no pending change
+    assert all(abs(strict.phi[lid][0] + strict.phi[lid][1] - ep.potential(lid)) < 1e-9 for lid in w.labs)
+
+
+def test_an_invalid_pitch_is_penalised_even_after_another_pitch():
+    from gpu_arena.core.types import Auction
+
+    w = make_world([block("b_a1", None, gpus=8, start=4, duration=2)], [job("j_0_0", "lab_0", hours=16, deadline=8),
+                   job("j_1_0", "lab_1", hours=16, deadline=8)])
+    w.blocks["b_a1"].status = BlockStatus.AUCTION
+    w.auctions["a_1"] = Auction("a_1", "b_a1", opened_round=0, close_round=3)
+    ep = Episode(w, controlled=())
+    for _ in range(4):  # whatever the resolution order, the over-budget bid is a mistake
+        if w.done or w.auctions["a_1"].status != "open":
+            break
+        ep.step({"lab_0": act("make_pitch", payment=1.0) if "lab_0" not in w.auctions["a_1"].pitches else act("wait"),
+                 "lab_1": act("counter_pitch", target_lab_id="lab_0", payment=1e6)})
+        if ep.last_results["lab_1"].code == "insufficient_budget":
+            assert ep.last_rewards["lab_1"]["invalid_action_penalty"] < 0

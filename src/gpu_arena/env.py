@@ -80,7 +80,6 @@ class GpuArenaEnv(Environment[ArenaAction, ArenaObservation, ArenaState]):
         self._episode_id: str | None = None
         self._seed: int | None = None
         self._step_count = 0
-        self._over_reported = False
 
     # ------------------------------------------------------------------ OpenEnv API
 
@@ -109,7 +108,6 @@ class GpuArenaEnv(Environment[ArenaAction, ArenaObservation, ArenaState]):
         self._episode, self._seat, self._seed = episode, seat, seed
         self._episode_id = episode_id or str(uuid.uuid4())
         self._step_count = 0
-        self._over_reported = False
         return self._observe()
 
     def step(self, action: ArenaAction | Action | Mapping[str, Any] | str, timeout_s: float | None = None,

@@ -52,6 +52,12 @@ BREACH_CAP = 0.06
 PENALTY_BOUND = PENALTY_INVALID + SPAM_CAP + BREACH_CAP  # ≤ 0.1: with |ΔΦ|/scale ≤ 0.9 a step stays in [−1, 1]
 
 WAIT = Action("wait")
+# errors another seat's earlier move in the same round can cause (the block sold, the offer taken)
+CONFLICT_CODES = frozenset({
+    "block_not_owned", "block_not_tradeable", "block_reserved", "block_committed", "block_used",
+    "offer_not_open", "offer_stale", "coalition_not_open", "coalition_exists", "lab_finished",
+    "pitch_too_low", "no_contested_resource", "already_pitched", "condition_unmet",
+})
 
 
 class EpisodeOver(Exception):
@@ -228,8 +234,8 @@ class Episode:
                 record_actions[lid] = action_to_dict(action)
                 outcome = apply_action(w, lid, action)
             except ActionError as e:
-                lab.last_signature, lab.repeat_count = None, 0
-                if isinstance(action, Action) and touched & referenced_ids(w, lid, action):
+                lab.last_signature = None
+                if isinstance(action, Action) and e.code in CONFLICT_CODES and touched & referenced_ids(w, lid, action):
                     # moves are simultaneous: an action overtaken by an earlier move of this round
                     # (the block sold, the offer taken) is a conflict, not a mistake: no penalty
                     results[lid] = ActionResult(False, e.code, f"conflict with an earlier move this round: {e.message}")
@@ -259,22 +265,21 @@ class Episode:
     def _spam_check(self, lid: str, action: Action) -> None:
         lab = self.world.labs[lid]
         if action.action_type in ("wait", "finish"):
-            lab.last_signature, lab.repeat_count = None, 0
+            lab.last_signature = None
             return
         sig = tuple(sorted(action_to_dict(action).items(), key=lambda kv: kv[0]))
         sig = tuple((k, repr(v)) for k, v in sig)
         if sig == lab.last_signature:
-            lab.repeat_count += 1
             self._ledger[lid]["spam_penalty"] -= PENALTY_SPAM
             lab.reputation = max(0.0, lab.reputation + REP_SPAM)
         else:
-            lab.last_signature, lab.repeat_count = sig, 0
+            lab.last_signature = sig
 
     def _tick(self) -> None:
         w = self.world
         w.round_index += 1
         # windows opening is the only effect of the clock itself on Φ, so it is marked first
-        affected, _honoured, lapsed, breaches = start_blocks(w)
+        affected, lapsed, breaches = start_blocks(w)
         self._mark("time", affected)
         for lid, n in lapsed.items():
             self._ledger[lid]["spam_penalty"] -= PENALTY_SPAM * n

@@ -85,7 +85,10 @@ def _finite_amount(value: Any, name: str) -> float:
         return 0.0
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise ActionError("invalid_type", f"{name} must be a number, got {type(value).__name__}")
-    v = float(value)
+    try:
+        v = float(value)
+    except OverflowError:
+        raise ActionError("invalid_payment", f"{name} is too large") from None
     if not math.isfinite(v):
         raise ActionError("invalid_payment", f"{name} must be finite, got {value!r}")
     if v < 0:
@@ -201,6 +204,15 @@ def _check_tradeable(world: World, b: Block, owner: str, *, allow_reserved: bool
         raise ActionError("block_not_tradeable", f"block {b.block_id} is {b.status}")
 
 
+def _check_unconditioned(b: Block) -> None:
+    """A block bought under no_resale or must_allocate_to_job stays with its buyer, whichever side
+    of a new offer names it."""
+    if b.no_resale:
+        raise ActionError("no_resale", f"block {b.block_id} was bought with a no-resale condition")
+    if b.must_allocate:
+        raise ActionError("no_resale", f"block {b.block_id} was bought on condition that it runs for its buyer's job")
+
+
 def _check_fits(b: Block, job: Job) -> None:
     if b.end_round > job.deadline_round:
         raise ActionError("block_too_late",
@@ -260,13 +272,13 @@ def _offer_terms(world: World, sender: str, target: str, action: Action) -> dict
     for bid in blocks:
         b = _block(world, bid)
         _check_tradeable(world, b, sender)
-        if b.no_resale:
-            raise ActionError("no_resale", f"block {bid} was bought with a no-resale condition")
+        _check_unconditioned(b)
     for bid in requested:
         b = _block(world, bid)
         if b.owner != target:
             raise ActionError("block_not_owned", f"block {bid} is not owned by {target}")
         _check_tradeable(world, b, target)
+        _check_unconditioned(b)
     lab = world.labs[sender]
     if payment > lab.budget + 1e-9:
         raise ActionError("insufficient_budget", f"payment {payment:.2f} exceeds your budget {lab.budget:.2f}")
@@ -357,10 +369,13 @@ def _accept_offer(world: World, lab_id: str, action: Action) -> Outcome:
         b = _block(world, bid)
         try:
             _check_tradeable(world, b, offer.sender)
+            _check_unconditioned(b)
         except ActionError as e:
             raise ActionError("offer_stale", f"offer can no longer settle: {e.message}") from None
     for bid in offer.requested_block_ids:
-        _check_tradeable(world, _block(world, bid), lab_id)
+        b = _block(world, bid)
+        _check_tradeable(world, b, lab_id)
+        _check_unconditioned(b)
     requested_payment = offer.requested_payment
     if offer.payment > sender.budget + 1e-9:
         raise ActionError("offer_stale", f"{offer.sender} can no longer pay {offer.payment:.2f}")
@@ -483,6 +498,9 @@ def _release(world: World, lab_id: str, action: Action) -> Outcome:
     lab = world.labs[lab_id]
     for bid in blocks:
         b = world.blocks[bid]
+        pooled = world.jobs[b.job_id].coalition_id if b.job_id else None
+        if pooled is not None:
+            affected.update(world.coalitions[pooled].members)  # their shares lose these hours
         if b.status in (BlockStatus.ALLOCATED, BlockStatus.COMMITTED):
             lab.budget += b.energy_paid  # energy is paid only for blocks that run
             lab.energy_paid -= b.energy_paid
@@ -509,7 +527,11 @@ def _shares(value: Any, members: tuple[str, ...]) -> dict[str, float]:
         raise ActionError("invalid_shares", f"shares must cover exactly {', '.join(sorted(members))}")
     out: dict[str, float] = {}
     for k, v in value.items():
-        if isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(float(v)) or v < 0:
+        try:
+            ok = not isinstance(v, bool) and isinstance(v, int | float) and math.isfinite(float(v)) and v >= 0
+        except OverflowError:
+            ok = False
+        if not ok:
             raise ActionError("invalid_shares", f"share for {k} must be a finite non-negative number")
         out[k] = float(v)
     if abs(sum(out.values()) - 1.0) > 1e-6:
@@ -850,16 +872,14 @@ def resolve_auctions(world: World, *, final: bool = False) -> set[str]:
     return affected
 
 
-def start_blocks(world: World) -> tuple[set[str], int, dict[str, int], dict[str, int]]:
-    """Windows opening this round: assigned blocks run, the rest idle.
-
-    Returns (affected labs, -, lapsed reservations per lab, condition breaches per lab).
+def start_blocks(world: World) -> tuple[set[str], dict[str, int], dict[str, int]]:
+    """Windows opening this round: assigned blocks run (committed ones honour their coalition),
+    the rest idle. Returns (affected labs, lapsed reservations per lab, condition breaches per lab).
     """
     r = world.round_index
     affected: set[str] = set()
     lapsed: dict[str, int] = {}
     breaches: dict[str, int] = {}
-    honoured = 0
     for b in world.blocks.values():
         if b.start_round != r or b.owner is None:
             continue
@@ -867,7 +887,6 @@ def start_blocks(world: World) -> tuple[set[str], int, dict[str, int], dict[str,
             if b.status == BlockStatus.COMMITTED:
                 lab = world.labs[b.owner]
                 lab.reputation = min(1.0, lab.reputation + REP_HONOURED)
-                honoured += 1
             b.status = BlockStatus.RUNNING
         elif b.status in (BlockStatus.FREE, BlockStatus.RESERVED):
             affected.add(b.owner)
@@ -885,7 +904,7 @@ def start_blocks(world: World) -> tuple[set[str], int, dict[str, int], dict[str,
     for b in world.blocks.values():
         if b.status == BlockStatus.RUNNING and b.end_round <= r:
             b.status = BlockStatus.DONE
-    return affected, honoured, lapsed, breaches
+    return affected, lapsed, breaches
 
 
 def settle_job(world: World, job: Job) -> set[str]:

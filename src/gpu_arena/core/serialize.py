@@ -16,7 +16,7 @@ def world_to_dict(world: World) -> dict[str, Any]:
     return {
         "task": world.task, "split": world.split, "seed": world.seed, "judge_mode": world.judge_mode,
         "round_index": world.round_index, "max_rounds": world.max_rounds, "done": world.done,
-        "labs": [{k: v for k, v in asdict(lab).items() if k not in ("last_signature", "repeat_count")}
+        "labs": [{k: v for k, v in asdict(lab).items() if k != "last_signature"}
                  for lab in world.labs.values()],
         "blocks": [asdict(b) | {"gpu_hours": b.hours, "end_round": b.end_round} for b in world.blocks.values()],
         "jobs": [asdict(j) for j in world.jobs.values()],

@@ -149,8 +149,7 @@ class Lab:
     deals: int = 0
     commitments: int = 0
     breaches: int = 0
-    last_signature: tuple[Any, ...] | None = None
-    repeat_count: int = 0
+    last_signature: tuple[Any, ...] | None = None  # the last action, for spam detection
 
 
 @dataclass(slots=True)

@@ -91,6 +91,7 @@ class CoalitionView:
     pooled_hours: int
     breaches: list[str]
     excused: list[str]  # members whose committed blocks a shock destroyed (not a breach)
+    created_round: int = 0
 
 
 @dataclass(slots=True)
@@ -275,11 +276,15 @@ def observe(world: World, lab_id: str, *, last_result: ResultView | None = None,
             {k: list(v) for k, v in c.commitments.items()} if member else {},
             c.payment if member else 0.0, dict(c.shares) if member else {}, c.expires_round,
             sorted(c.consented), c.status, valid_hours(world, job) if c.status == "formed" else 0,
-            list(c.breaches), list(c.excused)))
+            list(c.breaches), list(c.excused), c.created_round))
 
     auctions = [AuctionView(a.auction_id, a.block_id, a.opened_round, a.close_round, a.status,
-                            [PitchView(p.lab_id, p.bid, p.job_id, p.message, p.round_index, p.counter_to,
-                                       p.score, list(p.reasons))
+                            # the judge's score and reasons are checked against the pitcher's private
+                            # job: a seat sees them for its own pitch only
+                            [PitchView(p.lab_id, p.bid, p.job_id if p.lab_id == lab_id else None, p.message,
+                                       p.round_index, p.counter_to,
+                                       p.score if p.lab_id == lab_id else None,
+                                       list(p.reasons) if p.lab_id == lab_id else [])
                              for p in a.pitches.values()],
                             a.winner, a.price)
                 for a in world.auctions.values() if a.status == "open" or a.close_round >= r - 1]
