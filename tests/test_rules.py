@@ -511,14 +511,17 @@ def test_huge_integers_are_invalid_payments_not_crashes():
 
 def test_releasing_a_block_from_a_pooled_job_is_booked_to_the_partners_at_once():
     w = coalition_world()
-    w.blocks["b_0_9"] = block("b_0_9", "lab_0", gpus=4, start=6, duration=2)
-    ep = play(w, {"lab_0": form(w)})
+    ep = Episode(w, controlled=())  # incremental ledger: the partners must be marked by the release itself
+    ep.step({"lab_0": act("form_coalition", job_id="j_0_p", member_lab_ids=["lab_1", "lab_2"],
+                          requested_block_ids=["b_1_0", "b_2_0"], shares={"lab_0": 0.5, "lab_1": 0.25, "lab_2": 0.25})})
     cid = next(iter(w.coalitions))
-    ep.step({"lab_1": act("commit_to_coalition", coalition_id=cid), "lab_2": act("commit_to_coalition", coalition_id=cid)})
-    ep.step({"lab_0": act("allocate_to_job", job_id="j_0_p", block_ids=["b_0_9"])})
-    ep.step({"lab_0": act("release_capacity", block_ids=["b_0_9"])})
-    strict = Episode(w, controlled=(), strict=True)  # a full recomputation sees no pending change
-    assert all(abs(strict.phi[lid][0] + strict.phi[lid][1] - ep.potential(lid)) < 1e-9 for lid in w.labs)
+    ep.step({"lab_1": act("commit_to_coalition", coalition_id=cid), "lab_2": act("commit_to_coalition", coalition_id=cid),
+             "lab_0": act("allocate_to_job", job_id="j_0_p", block_ids=["b_0_0"])})
+    assert w.coalitions[cid].status == "formed" and w.blocks["b_0_0"].job_id == "j_0_p"
+    ep.step({"lab_0": act("release_capacity", block_ids=["b_0_0"])})
+    assert ep.last_rewards["lab_1"]["normalized_reward"] < 0  # the pool lost 8 of its 24 hours
+    fresh = Episode(w, controlled=())
+    assert all(abs(sum(fresh.phi[lid]) - ep.potential(lid)) < 1e-9 for lid in w.labs)
 
 
 def test_an_invalid_pitch_is_penalised_even_after_another_pitch():
