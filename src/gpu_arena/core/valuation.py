@@ -101,20 +101,22 @@ def _solve(blocks: tuple[BlockKey, ...], jobs: tuple[JobKey, ...],
 
 
 @lru_cache(maxsize=1 << 16)
-def _net_with_extra(blocks: tuple[BlockKey, ...], jobs: tuple[JobKey, ...], extra: BlockKey,
-                    budget: float) -> float:
-    """Best value − energy with one more block, from the cached frontier of ``blocks``."""
+def _with_extra(blocks: tuple[BlockKey, ...], jobs: tuple[JobKey, ...], extra: BlockKey,
+                budget: float) -> tuple[float, int]:
+    """Best value − energy with one more block, from the cached frontier of ``blocks``, and the
+    job index the extra block serves in that best plan (-1: it serves none)."""
     hours, end, rel, energy = extra
     fits = [k for k, (req, _f, deadline, min_rel, value, _pc) in enumerate(jobs)
             if end <= deadline and rel >= min_rel and value > 0 and req > 0]
-    best = float("-inf")
+    best, choice = float("-inf"), -1
     frontier, _parents = _dp(blocks, jobs)
     for state, neg_e in frontier.items():
         if -neg_e > budget + 1e-9:
             continue
         vals = [job_value(j[4], j[0], j[5], h) for j, h in zip(jobs, state, strict=True)]
         base = sum(vals)
-        best = max(best, base + neg_e)
+        if base + neg_e > best + 1e-12:
+            best, choice = base + neg_e, -1
         if -neg_e + energy > budget + 1e-9:
             continue
         for k in fits:
@@ -122,8 +124,9 @@ def _net_with_extra(blocks: tuple[BlockKey, ...], jobs: tuple[JobKey, ...], extr
             if state[k] >= req:
                 continue
             gain = job_value(jobs[k][4], req, jobs[k][5], min(state[k] + hours, req)) - vals[k]
-            best = max(best, base + gain + neg_e - energy)
-    return best
+            if base + gain + neg_e - energy > best + 1e-12:
+                best, choice = base + gain + neg_e - energy, k
+    return best, choice
 
 
 @dataclass(frozen=True, slots=True)
@@ -230,8 +233,15 @@ class LabValuer:
         if len(extra) == 1 and not drop and not money and self.jobs:
             if extra[0].start_round <= self.round_index:
                 return self.plan().net
-            return _net_with_extra(self.block_keys, self.job_keys, _block_key(extra[0]), self.budget)
+            return _with_extra(self.block_keys, self.job_keys, _block_key(extra[0]), self.budget)[0]
         return self.plan(extra, drop, money).net
+
+    def job_for(self, block: Block) -> str | None:
+        """The job ``block`` would serve in this lab's best plan if it held it (None: no job)."""
+        if not self.jobs or block.start_round <= self.round_index:
+            return None
+        _best, k = _with_extra(self.block_keys, self.job_keys, _block_key(block), self.budget)
+        return self.jobs[k].job_id if k >= 0 else None
 
 
 def best_allocation(world: World, lab_id: str, extra: Iterable[Block] = (),

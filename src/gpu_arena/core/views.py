@@ -247,7 +247,7 @@ def observe(world: World, lab_id: str, *, last_result: ResultView | None = None,
             if aids and b.start_round > r and b.status in (BlockStatus.FREE, BlockStatus.RESERVED, BlockStatus.AUCTION):
                 mv = valuer.net(extra=(b,)) - base_net
                 if mv > 1e-9:
-                    serves = valuer.plan(extra=(b,)).assignment.get(b.block_id)
+                    serves = valuer.job_for(b)
             market.append(_block_view(b, own=False, round_index=r, marginal=mv, best_job=serves))
 
     offers: list[OfferView] = []
