@@ -42,12 +42,18 @@ def test_false_claims_score_below_no_claim_and_true_specific_claims_above_both()
     assert true_claim > none_ > false_hours
 
 
-def test_the_judge_awards_by_score_not_bid():
+def judged_round(pitch_0: tuple[float, str], pitch_1: tuple[float, str]):
+    """lab_0 and lab_1 pitch (bid, message) for their own jobs; the auction then closes."""
     w = judged_world()
     ep = Episode(w, controlled=())
-    ep.step({"lab_0": act("make_pitch", payment=3.0, job_id="j_0_0", message="Our job needs 16 GPU-hours by round 7."),
-             "lab_1": act("make_pitch", payment=9.0, job_id="j_1_0", message="We need 99 GPU-hours by round 2.")})
+    ep.step({"lab_0": act("make_pitch", payment=pitch_0[0], job_id="j_0_0", message=pitch_0[1]),
+             "lab_1": act("make_pitch", payment=pitch_1[0], job_id="j_1_0", message=pitch_1[1])})
     ep.step({})
+    return w, ep
+
+
+def test_the_judge_awards_by_score_not_bid():
+    w, ep = judged_round((3.0, "Our job needs 16 GPU-hours by round 7."), (9.0, "We need 99 GPU-hours by round 2."))
     a = w.auctions["a_1"]
     assert a.status == "awarded" and a.winner == "lab_0" and a.price == 3.0
     assert a.pitches["lab_0"].score > a.pitches["lab_1"].score
@@ -79,11 +85,7 @@ def test_judge_mode_in_the_env_always_has_a_contested_resource():
 def test_seats_see_the_judges_reasons_for_their_own_pitch_only():
     from gpu_arena.core.views import observe
 
-    w = judged_world()
-    ep = Episode(w, controlled=())
-    ep.step({"lab_0": act("make_pitch", payment=3.0, job_id="j_0_0", message="We need 5 GPU-hours by round 4."),
-             "lab_1": act("make_pitch", payment=2.0, job_id="j_1_0", message="We need 16 GPU-hours by round 7.")})
-    ep.step({})
+    w, _ep = judged_round((3.0, "We need 5 GPU-hours by round 4."), (2.0, "We need 16 GPU-hours by round 7."))
     mine = {p.lab_id: p for p in observe(w, "lab_1").public_market.auctions[0].pitches}
     assert mine["lab_1"].score is not None and mine["lab_1"].reasons
     assert mine["lab_0"].score is None and mine["lab_0"].reasons == [] and mine["lab_0"].job_id is None

@@ -331,6 +331,16 @@ def test_coalition_forms_only_with_every_consent_and_settles_shares():
     assert w.labs["lab_0"].reputation > 0.6  # honoured commitments
 
 
+def formed_coalition():
+    """The coalition world after lab_0 proposed and both members committed."""
+    w = coalition_world()
+    ep = play(w, {"lab_0": form(w)})
+    cid = next(iter(w.coalitions))
+    ep.step({"lab_1": act("commit_to_coalition", coalition_id=cid), "lab_2": act("commit_to_coalition", coalition_id=cid)})
+    assert w.coalitions[cid].status == "formed"
+    return w, ep, cid
+
+
 def test_coalition_errors():
     w = coalition_world()
     assert_unchanged_by(w, "lab_0", form(w, {"lab_0": 0.5, "lab_1": 0.5}), "invalid_shares")
@@ -353,11 +363,7 @@ def test_coalition_errors():
 
 
 def test_withdrawing_committed_block_is_a_breach_but_a_shock_is_excused():
-    w = coalition_world()
-    ep = play(w, {"lab_0": form(w)})
-    cid = next(iter(w.coalitions))
-    ep.step({"lab_1": act("commit_to_coalition", coalition_id=cid), "lab_2": act("commit_to_coalition", coalition_id=cid)})
-    assert w.coalitions[cid].status == "formed"
+    w, ep, cid = formed_coalition()
     rep = w.labs["lab_1"].reputation
     ep.step({"lab_1": act("release_capacity", block_ids=["b_1_0"])})
     assert w.coalitions[cid].breaches == ["lab_1"]
@@ -451,11 +457,7 @@ def test_step_after_done_raises():
 
 
 def test_a_block_cannot_be_committed_to_two_coalitions():
-    w = coalition_world()
-    ep = play(w, {"lab_0": form(w)})
-    cid = next(iter(w.coalitions))
-    ep.step({"lab_1": act("commit_to_coalition", coalition_id=cid), "lab_2": act("commit_to_coalition", coalition_id=cid)})
-    assert w.coalitions[cid].status == "formed"
+    w, _ep, cid = formed_coalition()
     second = act("form_coalition", job_id="j_0_p", member_lab_ids=["lab_1"], requested_block_ids=["b_1_0"],
                  shares={"lab_0": 0.5, "lab_1": 0.5})
     assert_unchanged_by(w, "lab_0", second, "coalition_exists")

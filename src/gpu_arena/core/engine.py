@@ -49,7 +49,9 @@ PENALTY_SPAM = 0.005
 PENALTY_BREACH = 0.02
 SPAM_CAP = 0.03
 BREACH_CAP = 0.06
-PENALTY_BOUND = PENALTY_INVALID + SPAM_CAP + BREACH_CAP  # ≤ 0.1: with |ΔΦ|/scale ≤ 0.9 a step stays in [−1, 1]
+PENALTY_BOUND = PENALTY_INVALID + SPAM_CAP + BREACH_CAP
+# with |ΔΦ|/scale ≤ 0.9 (decision 0001) a step stays in [−1, 1] only if penalties stay within 0.1
+assert PENALTY_BOUND <= 0.1
 
 WAIT = Action("wait")
 # errors another seat's earlier move in the same round can cause (the block sold, the offer taken)
@@ -399,7 +401,3 @@ def world_fingerprint(world: World) -> str:
             [(j.job_id, j.owner, j.gpu_hours_required, j.deadline_round, j.value, j.min_reliability, j.partial_credit)
              for j in world.jobs.values()]]
     return hashlib.sha256(json.dumps(data).encode()).hexdigest()[:24]
-
-
-def views_for(episode: Episode, seats: Sequence[str], aids: bool = True) -> dict[str, SeatView]:
-    return {lid: episode.observe(lid, aids=aids) for lid in seats}

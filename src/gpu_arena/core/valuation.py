@@ -157,26 +157,6 @@ def owner_share(world: World, job: Job) -> float:
     return world.coalitions[job.coalition_id].shares.get(job.owner, 0.0)
 
 
-def plannable_blocks(world: World, lab_id: str) -> list[Block]:
-    r = world.round_index
-    return [
-        b for b in world.blocks.values()
-        if b.owner == lab_id and b.status in PLANNABLE and b.start_round > r
-    ]
-
-
-def open_jobs(world: World, lab_id: str) -> list[Job]:
-    return [j for j in world.jobs.values() if j.owner == lab_id and j.status == "open"]
-
-
-def _job_keys(world: World, jobs: Sequence[Job]) -> tuple[JobKey, ...]:
-    return tuple(
-        (j.gpu_hours_required, valid_hours(world, j), j.deadline_round, j.min_reliability,
-         j.value * owner_share(world, j), j.partial_credit)
-        for j in jobs
-    )
-
-
 def _block_key(b: Block) -> BlockKey:
     return (b.hours, b.end_round, b.reliability, b.energy_cost * b.hours)
 

@@ -15,7 +15,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from ..core.engine import world_fingerprint
-from ..core.types import COMPONENT_COLUMNS, PENALTY_COLUMNS, REWARD_COLUMNS
+from ..core.types import REWARD_COLUMNS
 from ..core.valuation import social_optimum
 from ..core.worldgen import generate_world
 from ..env import GpuArenaEnv
@@ -131,4 +131,4 @@ def run_evaluation(policies: Sequence[str], tasks: Sequence[str], split: str, se
     return results
 
 
-__all__ = ["COMPONENT_COLUMNS", "PENALTY_COLUMNS", "EpisodeResult", "play_episode", "run_evaluation"]
+__all__ = ["EpisodeResult", "play_episode", "run_evaluation"]
