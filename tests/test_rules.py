@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import copy
+from collections.abc import Callable
 
 import pytest
 
-from gpu_arena.core.engine import Episode
+from gpu_arena.core.engine import Episode, RoundReport
 from gpu_arena.core.rules import MAX_LIST, MAX_MESSAGE_CHARS, ActionError, apply_action
 from gpu_arena.core.serialize import world_to_dict
-from gpu_arena.core.types import Action, BlockStatus
+from gpu_arena.core.types import Action, BlockStatus, World
 from helpers import act, block, job, make_world, play, trade_world
 
 
@@ -80,7 +81,7 @@ def test_offer_with_sender_job_allocates_requested_blocks_on_settlement():
     (act("send_offer", target_lab_id="lab_1", payment="5"), "invalid_type"),
     (act("send_offer", target_lab_id="lab_1", payment=True), "invalid_type"),
     (act("send_offer", target_lab_id="lab_1", payment=500.0), "insufficient_budget"),
-    (act("send_offer", target_lab_id="lab_1", requested_payment=500.0), "insufficient_budget"),
+    (act("send_offer", target_lab_id="lab_1", requested_payment=500.0), "counterparty_cannot_pay"),
     (act("send_offer", target_lab_id="lab_1", payment=1.0, requested_payment=1.0), "invalid_payment"),
     (act("send_offer", target_lab_id="lab_1", block_ids=["b_9_9"]), "unknown_block"),
     (act("send_offer", target_lab_id="lab_1", block_ids=["b_1_0"]), "block_not_owned"),
@@ -541,3 +542,55 @@ def test_an_invalid_pitch_is_penalised_even_after_another_pitch():
                  "lab_1": act("counter_pitch", target_lab_id="lab_0", payment=1e6)})
         if ep.last_results["lab_1"].code == "insufficient_budget":
             assert ep.last_rewards["lab_1"]["invalid_action_penalty"] < 0
+
+
+def _first_round_orders(world_factory: Callable[[int], World], actions: dict[str, Action],
+                        ) -> dict[bool, tuple[World, Episode, RoundReport]]:
+    """Play the same first round under several world seeds until both resolution orders are seen
+    (key: whether lab_1 moved before lab_0)."""
+    seen: dict[bool, tuple[World, Episode, RoundReport]] = {}
+    for seed in range(40):
+        w = world_factory(seed)
+        ep = Episode(w, controlled=())
+        report = ep.step(actions)
+        first = report.order.index("lab_1") < report.order.index("lab_0")
+        seen.setdefault(first, (w, ep, report))
+        if len(seen) == 2:
+            return seen
+    raise AssertionError("both orders should occur within 40 seeds")
+
+
+def test_a_move_overtaken_in_the_same_round_is_a_conflict_not_a_mistake():
+    def world(seed: int) -> World:
+        return make_world([block("b_1_0", "lab_1", start=3)], [job("j_0_0", "lab_0"), job("j_1_0", "lab_1")],
+                          seed=seed)
+
+    seen = _first_round_orders(world, {
+        "lab_1": act("allocate_to_job", job_id="j_1_0", block_ids=["b_1_0"]),
+        "lab_0": act("send_offer", target_lab_id="lab_1", requested_block_ids=["b_1_0"], payment=1.0)})
+    w, ep, report = seen[True]  # lab_1 allocated first: the block is gone when lab_0's offer lands
+    assert report.results["lab_0"].code == "block_not_tradeable"
+    assert w.labs["lab_0"].invalid_actions == 0 and ep.last_rewards["lab_0"]["invalid_action_penalty"] == 0
+    w, ep, report = seen[False]
+    assert report.results["lab_0"].ok
+    # the same request with nothing moving first is a mistake and is penalised
+    ep.step({"lab_0": act("send_offer", target_lab_id="lab_1", requested_block_ids=["b_1_0"], payment=1.0)})
+    assert ep.last_results["lab_0"].code == "block_not_tradeable" and w.labs["lab_0"].invalid_actions == 1
+
+
+def test_asking_for_money_spent_earlier_in_the_round_is_a_conflict():
+    def world(seed: int) -> World:
+        return make_world([block("b_1_0", "lab_1", start=3, energy=2.0), block("b_0_0", "lab_0", start=4)],
+                          [job("j_1_0", "lab_1")], seed=seed, budget=20.0)
+
+    # lab_1's allocation costs 16 of its 20 in energy; lab_0 asks lab_1 for 10 for a block
+    seen = _first_round_orders(world, {
+        "lab_1": act("allocate_to_job", job_id="j_1_0", block_ids=["b_1_0"]),
+        "lab_0": act("send_offer", target_lab_id="lab_1", block_ids=["b_0_0"], requested_payment=10.0)})
+    w, ep, report = seen[True]
+    assert report.results["lab_0"].code == "counterparty_cannot_pay"
+    assert w.labs["lab_0"].invalid_actions == 0 and ep.last_rewards["lab_0"]["invalid_action_penalty"] == 0
+    assert not w.offers  # nothing was half-applied
+    # asking for more than the lab visibly has, with no move in between, is a mistake
+    ep.step({"lab_0": act("send_offer", target_lab_id="lab_1", block_ids=["b_0_0"], requested_payment=10.0)})
+    assert ep.last_results["lab_0"].code == "counterparty_cannot_pay" and w.labs["lab_0"].invalid_actions == 1

@@ -58,7 +58,7 @@ WAIT = Action("wait")
 CONFLICT_CODES = frozenset({
     "block_not_owned", "block_not_tradeable", "block_reserved", "block_committed", "block_used",
     "offer_not_open", "offer_stale", "coalition_not_open", "coalition_exists", "lab_finished",
-    "pitch_too_low", "no_contested_resource", "already_pitched", "condition_unmet",
+    "pitch_too_low", "no_contested_resource", "already_pitched", "condition_unmet", "counterparty_cannot_pay",
 })
 
 
@@ -94,7 +94,19 @@ def referenced_ids(world: World, lab_id: str, action: Action) -> set[str]:
         ids.update(b.block_id for b in world.blocks.values() if b.owner == lab_id)
     if action.action_type in ("make_pitch", "counter_pitch"):
         ids.update(a.auction_id for a in world.auctions.values())
+    if action.action_type in ("send_offer", "counter_offer") and action.requested_payment:
+        # asking another lab for money reaches its budget, which earlier moves may have spent
+        payer = action.target_lab_id
+        if offer is not None:
+            payer = offer.sender if offer.target == lab_id else offer.target
+        if isinstance(payer, str):
+            ids.add(budget_token(payer))
     return ids
+
+
+def budget_token(lab_id: str) -> str:
+    """The id under which a change of a lab's budget is tracked between the moves of a round."""
+    return f"budget:{lab_id}"
 
 
 def action_from_record(record: Mapping[str, Any]) -> Action | RejectedAction:
@@ -234,6 +246,7 @@ class Episode:
                     record_actions[lid] = {"rejected": action.code, "message": action.message}
                     raise ActionError(action.code, action.message)
                 record_actions[lid] = action_to_dict(action)
+                budgets = {k: v.budget for k, v in w.labs.items()}
                 outcome = apply_action(w, lid, action)
             except ActionError as e:
                 lab.last_signature = None
@@ -248,6 +261,7 @@ class Episode:
                 led["invalid_action_penalty"] -= PENALTY_INVALID
                 continue
             touched |= referenced_ids(w, lid, action)
+            touched.update(budget_token(k) for k, v in w.labs.items() if v.budget != budgets[k])
             results[lid] = ActionResult(True, "ok", outcome.note)
             self._spam_check(lid, action)
             if outcome.breaches:

@@ -283,7 +283,7 @@ def _offer_terms(world: World, sender: str, target: str, action: Action) -> dict
     if payment > lab.budget + 1e-9:
         raise ActionError("insufficient_budget", f"payment {payment:.2f} exceeds your budget {lab.budget:.2f}")
     if requested_payment > world.labs[target].budget + 1e-9:
-        raise ActionError("insufficient_budget", f"{target} cannot pay {requested_payment:.2f}")
+        raise ActionError("counterparty_cannot_pay", f"{target} cannot pay {requested_payment:.2f}")
     job = _own_job(world, action.job_id, sender, required=False)
     return dict(blocks=blocks, requested=requested, payment=payment, requested_payment=requested_payment,
                 conditions=_conditions(action.conditions), message=_message(action.message),

@@ -58,7 +58,7 @@ def generate_world(task: str, split: str, seed: int, judge_mode: str = "none") -
 def _draw(params: TaskParams, rng: random.Random, seed: int) -> World:
     n = rng.randint(*params.n_labs)
     rounds = rng.randint(*params.rounds)
-    min_start = 2 if params.task == "single_trade" else 1
+    min_start = 2  # round 0 and 1 are for trading: a block is bought at least two rounds before it runs
     lab_ids = [f"lab_{i}" for i in range(n)]
     # every archetype plays in coalition_market: a seeded rotation of all five over the seats
     archetypes = list(ARCHETYPES)

@@ -84,6 +84,9 @@ class RuleExpertPolicy(Negotiator):
         super().__init__(seed, acceptance_margin=0.005, deadline_sensitivity=1.5, honesty=1.0,
                          coalition_trust=0.8, retaliation_memory=2, risk=0.45)
         self.last_price: dict[str, float] = {}
+        # a pool it mostly buys into pays members nearly all of the job: propose only when at
+        # least a quarter of the value is left to it (its own hours carry much of the job)
+        self.min_pool_gain = 0.25
 
     def act(self, obs: Any) -> Action:
         self.remember(obs)
@@ -99,33 +102,57 @@ class RuleExpertPolicy(Negotiator):
     SCHEDULE = (0.15, 0.4, 0.7, 0.9)
     MAX_OPEN = 3
 
+    def allocate_due(self, obs: Any) -> Action | None:
+        """Allocate the plan's blocks whose windows open next round, and with them those opening
+        the round after: one action instead of two leaves a round free for trading."""
+        owned = {b.block_id: b for b in obs.owned_blocks}
+        planned = [owned[b] for ids in obs.best_plan.values() for b in ids
+                   if b in owned and owned[b].status in ("free", "reserved")]
+        if not any(b.start_round <= obs.round_index + 1 for b in planned):
+            return None
+        due = sorted(b.block_id for b in planned if b.start_round <= obs.round_index + 2)
+        return Action("allocate_to_job", block_ids=tuple(due))
+
     def buy(self, obs: Any) -> Action | None:
-        """Bid for the most valuable block not already under a bid, climbing a price ladder each
-        time, with up to three bids open at once, sweetened by blocks it cannot use."""
-        me = obs.controlled_lab_id
-        pending = {b for o in obs.active_offers if o.direction == "outgoing" for b in o.requested_block_ids}
-        if sum(1 for o in obs.active_offers if o.direction == "outgoing") >= self.MAX_OPEN:
+        """Bid for a bundle: every block one owner holds that is worth something to it, climbing a
+        price ladder on each try, with up to three bids open at once (one per owner) and blocks it
+        cannot use as sweeteners. The owner whose blocks must be bought soonest comes first: a
+        block opening in two rounds can only be bought by an offer made now."""
+        me, r = obs.controlled_lab_id, obs.round_index
+        outgoing = [o for o in obs.active_offers if o.direction == "outgoing"]
+        if len(outgoing) >= self.MAX_OPEN:
             return None
-        wanted = [b for b in obs.public_market.blocks
-                  if b.tradeable and b.owner not in (None, me) and (b.marginal_value or 0) > 0.5
-                  and b.block_id not in pending and self.asked.get(b.block_id, 0) < len(self.SCHEDULE)
-                  and not self.refuses(obs, b.owner or "")]
-        if not wanted:
+        pending = {b for o in outgoing for b in o.requested_block_ids}
+        busy = {o.target for o in outgoing}
+        by_owner: dict[str, list[Any]] = {}
+        for b in obs.public_market.blocks:
+            if (b.tradeable and b.owner not in (None, me) and b.owner not in busy
+                    and (b.marginal_value or 0) > 0.5 and b.start_round >= r + 2
+                    and b.block_id not in pending and self.asked.get(b.block_id, 0) < len(self.SCHEDULE)
+                    and not self.refuses(obs, b.owner or "")):
+                by_owner.setdefault(b.owner, []).append(b)
+        if not by_owner:
             return None
-        block = max(wanted, key=lambda b: (b.marginal_value, b.block_id))
-        tries = self.asked.get(block.block_id, 0)
-        self.asked[block.block_id] = tries + 1
-        price = self.cents((block.marginal_value or 0) * self.SCHEDULE[tries], obs.controlled_lab_budget)
-        if tries and price <= self.last_price.get(block.block_id, -1.0):
+        # now-or-never blocks first (opening in two rounds), then the most valuable
+        block = min((b for bs in by_owner.values() for b in bs),
+                    key=lambda b: (b.start_round > r + 2, -(b.marginal_value or 0), b.block_id))
+        owner, bundle = block.owner, [block]
+        tries = max(self.asked.get(b.block_id, 0) for b in bundle)
+        key = ",".join(b.block_id for b in bundle)
+        for b in bundle:
+            self.asked[b.block_id] = tries + 1
+        value = sum(b.marginal_value or 0 for b in bundle)
+        price = self.cents(value * self.SCHEDULE[tries], obs.controlled_lab_budget)
+        if tries and price <= self.last_price.get(key, -1.0):
             return None  # cannot raise the bid (budget): asking again would only be spam
-        self.last_price[block.block_id] = price
-        used = {b for o in obs.active_offers if o.direction == "outgoing" for b in o.block_ids}
+        self.last_price[key] = price
+        used = {b for o in outgoing for b in o.block_ids}
         spare = tuple(b.block_id for b in obs.owned_blocks if b.tradeable and (b.marginal_value or 0) <= 0
                       and not b.no_resale and b.block_id not in used)[:2]
         if price <= 0 and not spare:
             return None
-        return Action("send_offer", target_lab_id=block.owner, requested_block_ids=(block.block_id,),
-                      block_ids=spare, payment=price, job_id=self.fitting_job(obs, block), expires_in=1)
+        return Action("send_offer", target_lab_id=owner, requested_block_ids=tuple(b.block_id for b in bundle),
+                      block_ids=spare, payment=price, job_id=self.fitting_job(obs, bundle[0]), expires_in=2)
 
     def sell(self, obs: Any) -> Action | None:
         """Offer a block it cannot use (worth 0 to it) to a lab that might, for a modest price."""

@@ -50,6 +50,7 @@ class Negotiator:
         self.grudges: dict[str, int] = {}  # lab -> round until which it is refused
         self.asked: dict[str, int] = {}  # block -> how many times we offered for it
         self.refusers: set[str] = set()  # labs that let one of its coalition proposals expire
+        self.min_pool_gain = 0.0  # share of a pooled job's value a proposal must leave the proposer
 
     # ------------------------------------------------------------------ valuations
 
@@ -231,10 +232,11 @@ class Negotiator:
         for job in obs.private_jobs:
             if not job.pooled or job.status != "open" or job.coalition_id:
                 continue
-            mine = [b for b in obs.owned_blocks if b.status in ("free", "reserved", "allocated")
-                    and b.end_round <= job.deadline_round and b.reliability >= job.min_reliability
-                    and (b.status != "allocated" or b.job_id == job.job_id)]
-            need = job.gpu_hours_required - job.assigned_hours - sum(b.gpu_hours for b in mine if b.status != "allocated")
+            # only its own blocks that its plan already gives this job count: a block the plan
+            # keeps for another job would leave the pool short, for partial credit at best
+            planned = set(obs.best_plan.get(job.job_id, ()))
+            mine = [b for b in obs.owned_blocks if b.block_id in planned and b.status in ("free", "reserved")]
+            need = job.gpu_hours_required - job.assigned_hours - sum(b.gpu_hours for b in mine)
             if need <= 0:
                 continue
             pool = sorted((b for b in obs.public_market.blocks if b.tradeable and b.owner != me
@@ -257,6 +259,8 @@ class Negotiator:
             shares[me] = round(1.0 - sum(shares.values()), 6)
             # it knows what its pooled job is worth: pay a tenth of it to win the members' consent
             payment = self.cents(0.1 * job.value, obs.controlled_lab_budget * 0.5)
+            if shares[me] * job.value - payment < self.min_pool_gain * job.value:
+                continue  # what is left to it after shares and payment is not worth the risk
             return Action("form_coalition", job_id=job.job_id, member_lab_ids=members,
                           requested_block_ids=tuple(b.block_id for b in chosen), shares=shares, payment=payment,
                           expires_in=ttl,
