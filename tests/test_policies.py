@@ -136,3 +136,24 @@ def test_negotiator_threshold_melts_with_urgency():
     calm = pol.threshold(observe(w, "lab_0"), 30.0)
     w.round_index = 8
     assert pol.threshold(observe(w, "lab_0"), 30.0) < calm
+
+
+def test_a_counter_moves_the_money_the_right_way():
+    # a low bid for a block lab_1 uses: the counter asks lab_0 for more, never less than the bid
+    bid = act("send_offer", target_lab_id="lab_1", requested_block_ids=["b_1_0"], payment=5.0)
+    counter, _ = answer("selfish", bid, acceptance_margin=0.2)
+    assert counter.action_type == "counter_offer"
+    assert counter.block_ids == ("b_1_0",) and counter.requested_payment > 30.0 and not counter.payment
+    # lab_0 sells lab_1 a block for more than it is worth to lab_1: the counter offers to pay less
+    # (it never asks the seller to pay on top of handing over its block)
+    w = seller_world()
+    w.jobs["j_1_1"] = job("j_1_1", "lab_1", hours=3, deadline=8, value=6.0)  # b_1_1 and b_0_0 complete it
+    sell = act("send_offer", target_lab_id="lab_1", block_ids=["b_0_0"], requested_payment=20.0)
+    counter, _ = answer("selfish", sell, world=w, acceptance_margin=0.2)
+    assert counter.action_type == "counter_offer"
+    assert counter.requested_block_ids == ("b_0_0",) and not counter.requested_payment
+    assert 0 < counter.payment < 20.0
+    # a block worth nothing to lab_1 is not worth taking even for free: no counter asks to be paid for it
+    free = act("send_offer", target_lab_id="lab_1", block_ids=["b_0_0"], requested_payment=1.0)
+    answer_, _ = answer("selfish", free, acceptance_margin=0.2)
+    assert answer_.action_type == "reject_offer"

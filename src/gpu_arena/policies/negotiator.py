@@ -150,16 +150,25 @@ class Negotiator:
         return self.counter(obs, offer, need) or Action("reject_offer", offer_id=offer.offer_id)
 
     def counter(self, obs: Any, offer: Any, need: float) -> Action | None:
-        """Ask for the missing money, if the other side could plausibly pay it."""
+        """Mirror the offer's blocks and move the money by what is missing: ask the sender for more,
+        or (when it was selling) offer to pay less; only if the sender could plausibly pay."""
         missing = need - offer.value_to_me
         if missing <= 0 or offer.parent_offer_id is not None:
             return None
-        budget = next((lab.budget for lab in obs.visible_labs if lab.lab_id == offer.sender), 0.0)
-        ask = self.cents(missing + offer.requested_payment - offer.payment, budget)
-        if ask <= 0:
+        to_me = offer.payment - offer.requested_payment + missing  # money this lab needs to receive
+        blocks = dict(block_ids=tuple(offer.requested_block_ids), requested_block_ids=tuple(offer.block_ids))
+        if to_me > 0:
+            if not offer.requested_block_ids:
+                return None  # blocks it would need to be paid to take are not worth a counter
+            budget = next((lab.budget for lab in obs.visible_labs if lab.lab_id == offer.sender), 0.0)
+            if to_me > budget:
+                return None
+            return Action("counter_offer", offer_id=offer.offer_id, requested_payment=self.cents(to_me, budget),
+                          **blocks)
+        pay = self.cents(-to_me, obs.controlled_lab_budget)
+        if pay <= 0:
             return None
-        return Action("counter_offer", offer_id=offer.offer_id, block_ids=tuple(offer.requested_block_ids),
-                      requested_block_ids=tuple(offer.block_ids), requested_payment=ask)
+        return Action("counter_offer", offer_id=offer.offer_id, payment=pay, **blocks)
 
     def answer_coalitions(self, obs: Any) -> Action | None:
         me = obs.controlled_lab_id
