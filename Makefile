@@ -1,4 +1,5 @@
 # `make run` and `make test` do all set-up on a fresh machine: they create .venv and install what is missing.
+# `make run` serves the arena (see README, Server); `gpu-arena demo` plays an episode in the terminal.
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
@@ -17,8 +18,9 @@ $(STAMP): pyproject.toml constraints.txt
 
 install: $(STAMP)
 
+# the server on 127.0.0.1:8000; HOST=0.0.0.0 PORT=9000 make run (or GPU_ARENA_HOST / GPU_ARENA_PORT)
 run: install
-	$(VENV)/bin/gpu-arena demo
+	$(VENV)/bin/gpu-arena serve $(if $(HOST),--host $(HOST)) $(if $(PORT),--port $(PORT))
 
 test: install
 	$(PY) -m pytest -n $(PYTEST_WORKERS) -p no:cacheprovider
@@ -26,6 +28,7 @@ test: install
 bench: install
 	$(PY) bench/bench_core.py
 	$(PY) bench/bench_eval.py
+	$(PY) bench/bench_server.py
 
 lint: install
 	$(VENV)/bin/ruff check src tests bench

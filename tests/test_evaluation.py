@@ -10,7 +10,7 @@ from typer.testing import CliRunner
 
 from gpu_arena.cli import app
 from gpu_arena.core.types import Action
-from gpu_arena.evaluation import aggregate, bootstrap_ci, play_episode, run_evaluation
+from gpu_arena.evaluation import aggregate, bootstrap_ci, paired_differences, play_episode, run_evaluation
 from gpu_arena.evaluation.replay import read_jsonl, replay_episode
 from gpu_arena.evaluation.store import connect, latest_run, load_replay, save_run
 from gpu_arena.policies import register_policy
@@ -46,6 +46,22 @@ def test_every_episode_replays_to_the_identical_transcript(tmp_path):
         assert sum(rnd["rewards"]["lab_0"] for rnd in again.transcript) == pytest.approx(r.episode_return, abs=1e-9)
 
 
+def test_paired_differences_cancel_what_both_policies_share():
+    # a shared per-seed swing (the world, the shocks) makes the two intervals overlap, but the
+    # policy is better on every seed by 0.01: the paired interval sees it, per-policy ones cannot
+    swing = [((i * 7919) % 100) / 100.0 - 0.5 for i in range(60)]
+    rows = [("a", "t", "holdout", i, x + 0.01) for i, x in enumerate(swing)]
+    rows += [("b", "t", "holdout", i, x) for i, x in enumerate(swing)]
+    rows += [("c", "t", "holdout", i, x + 0.01) for i, x in enumerate(swing[:30])]
+    lo_a, _hi_a = bootstrap_ci([r[4] for r in rows if r[0] == "a"])
+    _lo_b, hi_b = bootstrap_ci([r[4] for r in rows if r[0] == "b"])
+    assert lo_a < hi_b  # overlapping per-policy intervals
+    paired = {p["versus"]: p for p in paired_differences(rows, "a")}
+    assert paired["b"]["ci_low"] > 0.0099 and paired["b"]["wins"] == 60 and paired["b"]["losses"] == 0
+    assert paired["c"]["n"] == 30 and paired["c"]["mean_diff"] == pytest.approx(0.0)  # only shared seeds
+    assert paired_differences(rows, "nobody") == []
+
+
 def test_store_round_trip(tmp_path):
     con = connect(tmp_path / "a.db")
     results = run_evaluation(["no_negotiation"], ["single_trade"], "holdout", [0, 1], keep_replays=True)
@@ -68,8 +84,11 @@ def test_cli_eval_report_and_replay(tmp_path):
     assert {r["policy"] for r in data["results"]} == {"rule_expert", "no_negotiation"}
     assert all(set(r) >= REQUIRED for r in data["results"])
     assert len(list(read_jsonl(rep))) == 6
+    assert [(p["policy"], p["versus"], p["n"]) for p in data["paired"]] == [("rule_expert", "no_negotiation", 3)]
+    assert "rule_expert − no_negotiation" in res.output
     res = runner.invoke(app, ["report", "--db", str(db), "--out-dir", str(tmp_path / "rep")])
     assert res.exit_code == 0, res.output
+    assert "Paired by seed against rule_expert" in (tmp_path / "rep" / "report.md").read_text()
     for name in ("report.md", "results.png", "results.html"):
         assert (tmp_path / "rep" / name).stat().st_size > 0
     res = runner.invoke(app, ["replay", str(rep), "--index", "4"])

@@ -85,15 +85,18 @@ def evaluate(
     out: str = typer.Option("results.json", help="JSON output ({'results': [...]})"),
     replays: str | None = typer.Option(None, help="also write every episode's replay to this JSONL file"),
     db: str | None = typer.Option(None, help="SQLite store (default .arena/arena.db or $GPU_ARENA_DB)"),
+    reference: str | None = typer.Option(None, help="policy compared seed by seed with every other "
+                                                     "(default: the first of --policies)"),
 ) -> None:
-    """Evaluate policies in the controlled seat against the world's opponents, with 95% bootstrap CIs."""
+    """Evaluate policies in the controlled seat against the world's opponents, with 95% bootstrap CIs,
+    and paired per-seed differences against a reference policy."""
     import time
 
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from .evaluation import aggregate, run_evaluation
+    from .evaluation import aggregate, paired_differences, run_evaluation
     from .evaluation.replay import write_jsonl
-    from .evaluation.report import markdown_table
+    from .evaluation.report import markdown_table, paired_table
     from .evaluation.store import connect, load_optima, save_optima, save_run
 
     pol, tsk = _split_list(policies), _split_list(tasks)
@@ -117,14 +120,22 @@ def evaluate(
             raise typer.BadParameter(str(e)) from None
     duration = time.perf_counter() - t0
     rows = aggregate(results)
+    ref = reference or pol[0]
+    if ref not in pol:
+        raise typer.BadParameter(f"--reference {ref!r} is not one of --policies")
+    paired = paired_differences(((r.policy, r.task, r.split, r.seed, r.episode_return) for r in results), ref)
     args = {"policies": pol, "tasks": tsk, "split": split, "seeds": seeds, "seed_start": seed_start,
-            "workers": workers}
-    Path(out).write_text(json.dumps({"results": rows, "args": args, "duration_s": duration}, indent=2))
+            "workers": workers, "reference": ref}
+    Path(out).write_text(json.dumps({"results": rows, "paired": paired, "args": args, "duration_s": duration},
+                                    indent=2))
     if replays:
         write_jsonl(replays, (r.replay for r in results if r.replay))
     save_optima(con, optima)
     run_id = save_run(con, kind="eval", args=args, seeds=seed_list, rows=rows, episodes=results, duration_s=duration)
     print(markdown_table(rows))
+    if paired:
+        print(f"\nPaired by seed against {ref} (same worlds, opponents and shocks):\n")
+        print(paired_table(paired))
     console.print(f"{total} episodes in {duration:.1f} s; run {run_id} stored; results in {out}")
 
 
@@ -135,8 +146,9 @@ def report(
     db: str | None = typer.Option(None, help="SQLite store"),
 ) -> None:
     """Render an evaluation run from the store: Markdown table, PNG and interactive HTML chart."""
-    from .evaluation.report import markdown_table, write_html, write_png
-    from .evaluation.store import connect, latest_run, load_run
+    from .evaluation.report import markdown_table, paired_table, write_html, write_png
+    from .evaluation.stats import paired_differences
+    from .evaluation.store import connect, latest_run, load_returns, load_run
 
     con = connect(db)
     data = load_run(con, run) if run is not None else latest_run(con)
@@ -147,6 +159,10 @@ def report(
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     md = f"# {title}\n\nCommand arguments: `{json.dumps(data['args'])}`\n\n{markdown_table(rows)}\n"
+    ref = data["args"].get("reference") or (data["args"].get("policies") or [None])[0]
+    paired = paired_differences(load_returns(con, data["id"]), ref) if ref else []
+    if paired:
+        md += f"\n## Paired by seed against {ref}\n\n{paired_table(paired)}\n"
     (out / "report.md").write_text(md)
     write_png(rows, out / "results.png", title)
     write_html(rows, out / "results.html", title)
@@ -205,6 +221,28 @@ def schema() -> None:
 
     print(json.dumps({"action_types": list(ACTION_TYPES), "reward_columns": list(REWARD_COLUMNS),
                       "action_schema": ArenaAction.model_json_schema()}, indent=2))
+
+
+@app.command()
+def serve(
+    host: str | None = typer.Option(None, help="interface to bind (default $GPU_ARENA_HOST or 127.0.0.1)"),
+    port: int | None = typer.Option(None, min=0, max=65535, help="port (default $GPU_ARENA_PORT or 8000)"),
+    max_sessions: int | None = typer.Option(None, min=1, help="concurrent sessions per API (default 64)"),
+    db: str | None = typer.Option(None, help="SQLite store for finished episodes (default .arena/arena.db)"),
+    log_level: str = typer.Option("info", help="uvicorn log level"),
+) -> None:
+    """Serve the arena: OpenEnv WebSocket sessions at /ws, REST sessions at /api, docs at /docs."""
+    from .server.settings import ServerSettings
+
+    try:
+        settings = ServerSettings.from_env(host=host, port=port, max_sessions=max_sessions, db=db)
+    except ValueError as e:
+        raise typer.BadParameter(str(e)) from None
+    from .server.app import serve as run_server
+
+    console.print(f"GPU Arena on http://{settings.host}:{settings.port} (docs at /docs, WebSocket at /ws); "
+                  f"up to {settings.max_sessions} sessions, idle timeout {settings.idle_timeout_s:g} s")
+    run_server(settings, log_level=log_level)
 
 
 @app.command()

@@ -14,7 +14,7 @@ from ..core.engine import Episode, action_from_record
 def replay_episode(record: dict[str, Any]) -> Episode:
     """Re-run a recorded episode; the result's ``transcript`` equals the recorded one."""
     episode = Episode.new(record["task"], record["split"], int(record["seed"]),
-                          controlled=(record.get("seat", "lab_0"),))
+                          controlled=(record.get("seat", "lab_0"),), judge_mode=record.get("judge_mode", "none"))
     for rnd in record["transcript"]:
         episode.step({lid: action_from_record(a) for lid, a in rnd["actions"].items()})
     return episode

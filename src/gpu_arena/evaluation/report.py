@@ -19,6 +19,18 @@ def markdown_table(rows: Sequence[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
+def paired_table(rows: Sequence[dict[str, Any]]) -> str:
+    """Paired differences (see :func:`gpu_arena.evaluation.stats.paired_differences`)."""
+    lines = ["| task | split | policy − versus | n | mean difference | 95% CI | wins / losses | verdict |",
+             "|" + "---|" * 8]
+    for r in rows:
+        verdict = "better" if r["ci_low"] > 0 else "worse" if r["ci_high"] < 0 else "no clear difference"
+        lines.append(
+            f"| {r['task']} | {r['split']} | {r['policy']} − {r['versus']} | {r['n']} | {r['mean_diff']:+.4f} | "
+            f"[{r['ci_low']:+.4f}, {r['ci_high']:+.4f}] | {r['wins']} / {r['losses']} | {verdict} |")
+    return "\n".join(lines)
+
+
 def _by_task(rows: Sequence[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
     out: dict[str, list[dict[str, Any]]] = {}
     for r in rows:

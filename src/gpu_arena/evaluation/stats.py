@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 import numpy as np
@@ -52,4 +52,39 @@ def aggregate(results: Sequence[EpisodeResult]) -> list[dict[str, Any]]:
             "columns": {c: float(np.mean([r.columns[c] for r in rs])) for c in REWARD_COLUMNS},
             "seeds": sorted(r.seed for r in rs),
         })
+    return rows
+
+
+EpisodeReturn = tuple[str, str, str, int, float]  # (policy, task, split, seed, episode return)
+
+
+def paired_differences(returns: Iterable[EpisodeReturn], reference: str) -> list[dict[str, Any]]:
+    """``reference`` minus every other policy, seed by seed, with a bootstrap CI of the mean.
+
+    Every policy meets the same world, opponents and shocks on a seed, so the per-seed difference
+    cancels the variance they share (common random numbers). Two per-policy intervals can overlap
+    while the paired difference is clearly positive; this is the comparison to read for "does A beat
+    B". Only seeds both policies played count.
+    """
+    table: dict[tuple[str, str], dict[str, dict[int, float]]] = {}
+    for policy, task, split, seed, value in returns:
+        table.setdefault((task, split), {}).setdefault(policy, {})[seed] = value
+    rows = []
+    for (task, split), by_policy in table.items():
+        ref = by_policy.get(reference)
+        if ref is None:
+            continue
+        for policy, other in by_policy.items():
+            if policy == reference:
+                continue
+            seeds = sorted(set(ref) & set(other))
+            diff = [ref[s] - other[s] for s in seeds]
+            if not diff:
+                continue
+            lo, hi = bootstrap_ci(diff)
+            rows.append({
+                "task": task, "split": split, "policy": reference, "versus": policy, "n": len(diff),
+                "mean_diff": float(np.mean(diff)), "ci_low": lo, "ci_high": hi,
+                "wins": sum(d > 1e-9 for d in diff), "losses": sum(d < -1e-9 for d in diff),
+            })
     return rows

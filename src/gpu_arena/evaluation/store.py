@@ -1,7 +1,8 @@
 """The embedded results store: SQLite, one file (default ``.arena/arena.db``, or ``GPU_ARENA_DB``).
 
 A run records what made it (git commit, arguments, seeds, package versions, time, duration), its
-aggregated rows and every episode (return and, when kept, the replay as compact JSON).
+aggregated rows and every episode (return and, when kept, the replay as compact JSON). Episodes
+played against the server are kept apart, one row per finished episode, keyed by a replay id.
 """
 
 from __future__ import annotations
@@ -45,6 +46,15 @@ CREATE TABLE IF NOT EXISTS episodes (
     replay TEXT
 );
 CREATE INDEX IF NOT EXISTS episodes_run ON episodes(run_id, task, policy, seed);
+CREATE TABLE IF NOT EXISTS served_episodes (
+    replay_id TEXT PRIMARY KEY,
+    episode_id TEXT,
+    created_at TEXT NOT NULL,
+    task TEXT NOT NULL, split TEXT NOT NULL, seed INTEGER NOT NULL, seat TEXT NOT NULL,
+    judge_mode TEXT NOT NULL,
+    episode_return REAL,
+    replay TEXT NOT NULL
+);
 CREATE TABLE IF NOT EXISTS optima (
     task TEXT NOT NULL, split TEXT NOT NULL, seed INTEGER NOT NULL, fingerprint TEXT NOT NULL,
     optimum REAL NOT NULL,
@@ -121,6 +131,12 @@ def load_run(con: sqlite3.Connection, run_id: int) -> dict[str, Any] | None:
             "seeds": json.loads(row[5]), "versions": json.loads(row[6]), "duration_s": row[7], "results": results}
 
 
+def load_returns(con: sqlite3.Connection, run_id: int) -> list[tuple[str, str, str, int, float]]:
+    """Every episode's return in a run, as (policy, task, split, seed, return), for paired statistics."""
+    return [(r[0], r[1], r[2], int(r[3]), float(r[4])) for r in con.execute(
+        "SELECT policy, task, split, seed, episode_return FROM episodes WHERE run_id = ? ORDER BY rowid", (run_id,))]
+
+
 def load_replay(con: sqlite3.Connection, run_id: int, policy: str, task: str, seed: int) -> dict[str, Any] | None:
     row = con.execute("SELECT replay FROM episodes WHERE run_id=? AND policy=? AND task=? AND seed=?",
                       (run_id, policy, task, seed)).fetchone()
@@ -137,3 +153,19 @@ def save_optima(con: sqlite3.Connection, optima: dict[tuple[str, str, int], tupl
     with con:
         con.executemany("INSERT OR REPLACE INTO optima (task, split, seed, fingerprint, optimum) VALUES (?,?,?,?,?)",
                         [(t, sp, sd, fp, opt) for (t, sp, sd), (fp, opt) in optima.items()])
+
+
+def save_served_episode(con: sqlite3.Connection, record: dict[str, Any]) -> None:
+    """Store one finished server episode (a replay record with a ``replay_id``)."""
+    with con:
+        con.execute(
+            "INSERT INTO served_episodes (replay_id, episode_id, created_at, task, split, seed, seat, judge_mode, "
+            "episode_return, replay) VALUES (?,?,?,?,?,?,?,?,?,?)",
+            (record["replay_id"], record.get("episode_id"), record["created_at"], record["task"], record["split"],
+             int(record["seed"]), record["seat"], record.get("judge_mode", "none"), record.get("episode_return"),
+             json.dumps(record, separators=(",", ":"))))
+
+
+def load_served_episode(con: sqlite3.Connection, replay_id: str) -> dict[str, Any] | None:
+    row = con.execute("SELECT replay FROM served_episodes WHERE replay_id = ?", (replay_id,)).fetchone()
+    return json.loads(row[0]) if row else None

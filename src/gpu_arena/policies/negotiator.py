@@ -156,19 +156,19 @@ class Negotiator:
         if missing <= 0 or offer.parent_offer_id is not None:
             return None
         to_me = offer.payment - offer.requested_payment + missing  # money this lab needs to receive
-        blocks = dict(block_ids=tuple(offer.requested_block_ids), requested_block_ids=tuple(offer.block_ids))
+        gives, gets = tuple(offer.requested_block_ids), tuple(offer.block_ids)
         if to_me > 0:
-            if not offer.requested_block_ids:
+            if not gives:
                 return None  # blocks it would need to be paid to take are not worth a counter
             budget = next((lab.budget for lab in obs.visible_labs if lab.lab_id == offer.sender), 0.0)
             if to_me > budget:
                 return None
-            return Action("counter_offer", offer_id=offer.offer_id, requested_payment=self.cents(to_me, budget),
-                          **blocks)
+            return Action("counter_offer", offer_id=offer.offer_id, block_ids=gives, requested_block_ids=gets,
+                          requested_payment=self.cents(to_me, budget))
         pay = self.cents(-to_me, obs.controlled_lab_budget)
         if pay <= 0:
             return None
-        return Action("counter_offer", offer_id=offer.offer_id, payment=pay, **blocks)
+        return Action("counter_offer", offer_id=offer.offer_id, block_ids=gives, requested_block_ids=gets, payment=pay)
 
     def answer_coalitions(self, obs: Any) -> Action | None:
         me = obs.controlled_lab_id

@@ -1,0 +1,155 @@
+"""The GPU Arena server: OpenEnv's app (``/ws``, ``/reset``, ``/step``, ``/state``, ``/schema``,
+``/metadata``, ``/health``, ``/mcp``, the task API under ``/gpu_arena/``) plus REST sessions under
+``/api``, built by :func:`create_arena_app`.
+
+Run it with ``gpu-arena serve`` (or ``make run``), ``python -m gpu_arena.server.app``, or
+``uvicorn gpu_arena.server.app:app``; settings come from ``GPU_ARENA_*`` variables
+(:class:`~gpu_arena.server.settings.ServerSettings`). One process only: sessions live in its memory.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import logging
+from collections.abc import Sequence
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.encoders import jsonable_encoder
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse, RedirectResponse
+from openenv.core.env_server.http_server import create_app
+from openenv.core.env_server.types import ConcurrencyConfig
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from .. import __version__
+from ..models import ArenaAction, ArenaObservation, ArenaState
+from .environment import ServedArenaEnv
+from .errors import ArenaRequestError, CapacityReached, error_response
+from .guard import PayloadGuard
+from .recorder import EpisodeRecorder
+from .routes import build_router
+from .sessions import SessionManager
+from .settings import ServerSettings
+
+ENV_NAME = "gpu_arena"
+log = logging.getLogger("gpu_arena.server")
+
+DESCRIPTION = """
+A multi-agent GPU-market negotiation environment, served the OpenEnv way.
+
+* **WebSocket** `/ws`: one isolated episode per connection (OpenEnv's `EnvClient`, or
+  `gpu_arena.client.GpuArenaClient`): `{"type": "reset", "data": {...}}`, `{"type": "step", "data": action}`,
+  `{"type": "state"}`, `{"type": "close"}`.
+* **REST sessions** `/api/sessions`: the same episodes over plain HTTP, with a session id.
+* `/reset` and `/step` are OpenEnv's stateless routes: each call uses a fresh environment.
+* Finished episodes are stored and replayable: `/api/episodes/{replay_id}`.
+
+Every bad input is a 4xx with `{"error": {"code", "message"}}`, or, for a well-typed action the
+rules refuse, an observation whose `last_action_result` carries the code. Never a 5xx.
+"""
+
+
+def create_arena_app(settings: ServerSettings | None = None) -> FastAPI:
+    """Build the app. ``settings`` default to :meth:`ServerSettings.from_env`."""
+    settings = settings or ServerSettings.from_env()
+    recorder = EpisodeRecorder(settings.db) if settings.store_episodes else None
+    # a partial of the class, so that OpenEnv reads SUPPORTS_CONCURRENT_SESSIONS without building one
+    factory = functools.partial(ServedArenaEnv, settings, recorder)
+    app = create_app(
+        factory, ArenaAction, ArenaObservation, env_name=ENV_NAME, state_cls=ArenaState,
+        concurrency_config=ConcurrencyConfig(max_concurrent_envs=settings.max_sessions,
+                                             session_timeout=settings.idle_timeout_s),
+    )
+    # info.version stays OpenEnv's HTTP API version (1.x): `openenv validate` reads it as the standard
+    app.title = f"GPU Arena {__version__}"
+    app.description = DESCRIPTION
+    app.openapi_tags = [*(app.openapi_tags or []),
+                        {"name": "Sessions (REST)", "description": "stateful episodes over plain HTTP"},
+                        {"name": "Episodes", "description": "replays of finished episodes"}]
+
+    manager = SessionManager(settings, lambda: ServedArenaEnv(settings, recorder))
+    app.state.settings, app.state.sessions, app.state.recorder = settings, manager, recorder
+    app.include_router(build_router(manager, recorder))
+
+    @app.get("/", include_in_schema=False)
+    async def root() -> RedirectResponse:
+        return RedirectResponse("/docs")
+
+    _install_error_handlers(app)
+    app.add_middleware(PayloadGuard, max_bytes=settings.max_body_bytes, max_depth=settings.max_json_depth)
+
+    async def start() -> None:
+        manager.start()
+
+    async def stop() -> None:
+        await manager.stop()
+        if recorder is not None:
+            recorder.close()
+
+    app.router.on_startup.append(start)
+    app.router.on_shutdown.append(stop)
+    return app
+
+
+def _install_error_handlers(app: FastAPI) -> None:
+    async def arena_error(request: Request, exc: Exception) -> JSONResponse:
+        assert isinstance(exc, ArenaRequestError)
+        headers = {"Retry-After": "1"} if isinstance(exc, CapacityReached) else None
+        return error_response(exc.status, exc.code, exc.message, headers=headers, **exc.extra)
+
+    async def invalid_request(request: Request, exc: Exception) -> JSONResponse:
+        assert isinstance(exc, RequestValidationError)
+        errors = exc.errors()
+        first = errors[0] if errors else {}
+        where = ".".join(str(p) for p in first.get("loc", ()) if p != "body") or "request"
+        return error_response(422, "invalid_request", f"{where}: {first.get('msg', 'invalid')}",
+                              detail=jsonable_encoder(errors, custom_encoder={bytes: lambda b: b.decode("latin-1")}))
+
+    async def http_error(request: Request, exc: Exception) -> JSONResponse:
+        # OpenEnv's own routes raise HTTPException; keep their "detail" and add the structured error
+        assert isinstance(exc, StarletteHTTPException)
+        detail: Any = exc.detail
+        return error_response(exc.status_code, f"http_{exc.status_code}", str(detail), detail=detail,
+                              headers=getattr(exc, "headers", None))
+
+    app.add_exception_handler(ArenaRequestError, arena_error)
+    app.add_exception_handler(RequestValidationError, invalid_request)
+    app.add_exception_handler(StarletteHTTPException, http_error)
+
+
+app = create_arena_app()
+
+
+def uvicorn_options(settings: ServerSettings) -> dict[str, Any]:
+    """The uvicorn options that belong to the settings (everything but the app, host and port)."""
+    return {
+        # frames above the guard's limit still get its structured error; only frames four times
+        # larger are cut by the protocol itself (close code 1009)
+        "ws_max_size": 4 * settings.max_body_bytes,
+        # per-message deflate costs more CPU per step than the step's own bookkeeping; observations
+        # are a few kB, so it is off unless asked for (a slow link: GPU_ARENA_WS_COMPRESSION=1)
+        "ws_per_message_deflate": settings.ws_compression,
+    }
+
+
+def serve(settings: ServerSettings, *, log_level: str = "info") -> None:
+    """Run ``settings``'s app under uvicorn on ``settings.host:settings.port`` until interrupted."""
+    import uvicorn
+
+    served = app if settings == app.state.settings else create_arena_app(settings)
+    uvicorn.run(served, host=settings.host, port=settings.port, log_level=log_level, **uvicorn_options(settings))
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    """``python -m gpu_arena.server.app [--host H] [--port P]`` (the OpenEnv launcher convention)."""
+    parser = argparse.ArgumentParser(description="GPU Arena OpenEnv server")
+    parser.add_argument("--host", default=None, help="default $GPU_ARENA_HOST or 127.0.0.1")
+    parser.add_argument("--port", type=int, default=None, help="default $GPU_ARENA_PORT or 8000")
+    args = parser.parse_args(argv)
+    serve(ServerSettings.from_env(host=args.host, port=args.port))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,280 @@
+"""The environment as the server runs it: typed reset arguments, a public ``state``, the OpenEnv
+task API, finished episodes recorded as replays, and a hard stop once a session is closed."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+import uuid
+from typing import Any, Literal, get_args
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from ..core.rules import AWARD_RULES
+from ..core.tasks import task_params
+from ..core.types import SPLITS, TASKS
+from ..core.views import ResultView
+from ..env import GpuArenaEnv
+from ..models import ArenaObservation, ArenaState
+from ..policies import policy_names
+from .errors import InvalidResetArguments, SessionExpiredError, UnknownSplit
+from .recorder import EpisodeRecorder
+from .settings import ServerSettings
+
+log = logging.getLogger("gpu_arena.server")
+
+TaskName = Literal["single_trade", "market_round", "coalition_market"]
+SplitName = Literal["train", "holdout"]
+JudgeMode = Literal["none", "rule"]
+# the wire literals spell out the core's names so that OpenAPI lists them; they must not drift apart
+assert (get_args(TaskName), get_args(SplitName), get_args(JudgeMode)) == (TASKS, SPLITS, AWARD_RULES)
+
+MAX_SEED = 2**63 - 1  # seeds are stored as SQLite INTEGER (signed 64-bit)
+MAX_NAME = 32
+MAX_SEATS = 8
+DEFAULT_OPPONENTS = "archetypes"
+REPLAY_FORMAT = "gpu_arena.replay/1"
+
+
+class ResetArgs(BaseModel):
+    """Arguments of ``reset`` on the server (WebSocket ``reset`` data, ``POST /reset``, ``POST /api/sessions``).
+
+    Every field is bounded so that no reset can allocate without limit; an unknown field, task,
+    split, judge mode or policy name is a 422 (HTTP) or an error frame (WebSocket), never a crash.
+    ``index`` picks a task by its position in the OpenEnv task API (``/gpu_arena/tasks``), as an
+    alternative to ``task``.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    task: TaskName | None = Field(default=None, description="single_trade (default) | market_round | coalition_market")
+    index: int | None = Field(default=None, ge=0, lt=len(TASKS), strict=True,
+                              description="task index in the task API (alternative to task)")
+    split: SplitName = "train"
+    seed: int | None = Field(default=None, ge=0, le=MAX_SEED, strict=True,
+                             description="world seed; omitted: a fresh one, reported in observation.metadata.seed")
+    seat: str = Field(default="lab_0", pattern=r"^lab_[0-9]{1,2}$", description="the lab this session controls")
+    opponents: str | list[str] | dict[str, str] | None = Field(
+        default=None, description="a policy for every other seat, a list in seat order, or seat -> policy; "
+                                  "default: each seat plays its world's archetype")
+    judge_mode: JudgeMode = "none"
+    episode_id: str | None = Field(default=None, min_length=1, max_length=128)
+
+    @field_validator("opponents")
+    @classmethod
+    def _known_policies(cls, v: str | list[str] | dict[str, str] | None) -> str | list[str] | dict[str, str] | None:
+        if v is None:
+            return v
+        names = [v] if isinstance(v, str) else list(v.values()) if isinstance(v, dict) else v
+        if not isinstance(v, str) and not 0 < len(v) <= MAX_SEATS:
+            raise ValueError(f"opponents must name 1 to {MAX_SEATS} seats")
+        known = {DEFAULT_OPPONENTS, *policy_names()}
+        for name in names:
+            if len(name) > MAX_NAME or name not in known:
+                raise ValueError(f"unknown policy {name[:MAX_NAME]!r}; known: {', '.join(sorted(known))}")
+        return v
+
+    @model_validator(mode="after")
+    def _task_or_index(self) -> ResetArgs:
+        if self.index is not None:
+            by_index = TASKS[self.index]
+            if self.task is not None and self.task != by_index:
+                raise ValueError(f"task {self.task!r} and index {self.index} ({by_index!r}) disagree")
+            self.task = by_index  # type: ignore[assignment]
+        return self
+
+    def env_kwargs(self) -> dict[str, Any]:
+        return {"seed": self.seed, "episode_id": self.episode_id, "task": self.task or TASKS[0], "split": self.split,
+                "seat": self.seat, "opponents": self.opponents, "judge_mode": self.judge_mode}
+
+
+def parse_reset_args(raw: dict[str, Any]) -> ResetArgs:
+    """Validate reset arguments, turning every failure into :class:`InvalidResetArguments`."""
+    try:
+        return ResetArgs.model_validate(raw)
+    except ValidationError as e:
+        first = e.errors()[0]
+        where = ".".join(str(p) for p in first.get("loc", ())) or "reset"
+        raise InvalidResetArguments(f"{where}: {first.get('msg', 'invalid')}") from None
+
+
+def task_spec(split: str, index: int) -> dict[str, Any]:
+    task = TASKS[index]
+    p = task_params(task, split)
+    return {"id": f"{split}/{task}", "index": index, "task": task, "split": split,
+            "labs": list(p.n_labs), "rounds": list(p.rounds), "shocks": list(p.n_shocks),
+            "reset": {"task": task, "split": split}}
+
+
+class ServedArenaEnv(GpuArenaEnv):
+    """:class:`GpuArenaEnv` as one server session runs it.
+
+    Contract, beyond the in-process environment's:
+
+    * ``reset`` validates its arguments with :class:`ResetArgs` and raises
+      :class:`InvalidResetArguments` (a ``ValueError``) before touching the current episode.
+    * ``state`` is public (ids, task, round, done; no ``world``) unless the server's ``god_view``
+      setting is on.
+    * When an episode ends, its replay record is written to the store once and its id is put in
+      the last observation's ``metadata["replay_id"]``.
+    * After ``close`` (a DELETE, the idle reaper, a closed socket) the episode is dropped: ``step``
+      answers a ``session_expired`` error observation and ``reset`` and ``state`` raise, so
+      nothing ever talks to a stale episode. A call that comes ``idle_timeout_s`` or more after
+      the previous one closes the session itself, whether or not a reaper got there first
+      (OpenEnv's reaper sweeps only every few seconds).
+    * The OpenEnv task API lists, per split (``train``, ``holdout``), the three tasks.
+    """
+
+    def __init__(self, settings: ServerSettings | None = None, recorder: EpisodeRecorder | None = None) -> None:
+        super().__init__()
+        self._settings = settings or ServerSettings()
+        self._recorder = recorder
+        self._args: ResetArgs | None = None
+        self._recorded = False
+        self._closed = False
+        self._last_call = time.monotonic()
+        # OpenEnv closes sessions from a worker thread while the event loop may be stepping them
+        self._lock = threading.RLock()
+
+    # ------------------------------------------------------------------ OpenEnv API
+
+    def reset(self, seed: int | None = None, episode_id: str | None = None, **kwargs: Any) -> ArenaObservation:
+        with self._lock:
+            if self._expired():
+                raise SessionExpiredError("this session was closed; open a new one")
+            raw = {k: v for k, v in {"seed": seed, "episode_id": episode_id, **kwargs}.items() if v is not None}
+            args = parse_reset_args(raw)
+            try:
+                obs = super().reset(**args.env_kwargs())
+            except ValueError as e:  # a seat this world does not have, an opponent list of the wrong length
+                raise InvalidResetArguments(str(e)) from None
+            self._args, self._recorded = args, False
+            return obs
+
+    def step(self, action: Any, timeout_s: float | None = None, **kwargs: Any) -> ArenaObservation:
+        with self._lock:
+            if self._expired():
+                return ArenaObservation(
+                    last_action_result=ResultView(False, "session_expired", "this session was closed; open a new one"),
+                    reward=0.0, done=True)
+            obs = super().step(action)
+            episode = self.episode
+            if obs.done and episode is not None and episode.done and not self._recorded:
+                self._recorded = True
+                replay_id = self._record()
+                if replay_id is not None:
+                    obs.metadata = {**obs.metadata, "replay_id": replay_id}
+            return obs
+
+    @property
+    def state(self) -> ArenaState:
+        with self._lock:
+            if self._expired():
+                raise SessionExpiredError("this session was closed; open a new one")
+            if self._settings.god_view:
+                return super().state
+            ep = self.episode
+            if ep is None:
+                return ArenaState(episode_id=self._episode_id, step_count=0)
+            w = ep.world  # the public part only: serialising the world just to drop it costs a millisecond
+            return ArenaState(episode_id=self._episode_id, step_count=self._step_count, task=w.task, split=w.split,
+                              seed=w.seed, controlled_lab_id=self._seat, round_index=w.round_index,
+                              max_rounds=w.max_rounds, done=w.done)
+
+    def close(self) -> None:
+        # drop the episode so that nothing holding this object can keep playing it
+        with self._lock:
+            self._closed = True
+            self._episode = None
+            self._policies = {}
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def _expired(self) -> bool:
+        now = time.monotonic()
+        if now - self._last_call >= self._settings.idle_timeout_s:
+            self.close()
+        self._last_call = now
+        return self._closed
+
+    def observe_current(self) -> ArenaObservation:
+        """The seat's current view without stepping (``GET /api/sessions/{id}``)."""
+        with self._lock:
+            if self._expired():
+                raise SessionExpiredError("this session was closed")
+            if self.episode is None:
+                return ArenaObservation(last_action_result=ResultView(False, "not_reset", "call reset first"),
+                                        reward=0.0, done=True)
+            return self._observe()
+
+    # OpenEnv awaits these on its event loop when an environment overrides them (otherwise it hops
+    # to a per-session thread for every call). A step is ~1 ms of GIL-bound Python: a thread
+    # cannot run it in parallel, and 16+ threads contending with the loop for the GIL cost more
+    # than the step itself (decision 0008 has the numbers).
+    async def reset_async(self, seed: int | None = None, episode_id: str | None = None,
+                          **kwargs: Any) -> ArenaObservation:
+        return self.reset(seed=seed, episode_id=episode_id, **kwargs)
+
+    async def step_async(self, action: Any, timeout_s: float | None = None, **kwargs: Any) -> ArenaObservation:
+        return self.step(action, timeout_s=timeout_s, **kwargs)
+
+    # ------------------------------------------------------------------ OpenEnv task API
+
+    def list_splits(self) -> list[dict[str, str]]:
+        return [{"name": "train", "type": "train"}, {"name": "holdout", "type": "test"}]
+
+    def list_tasks(self, split: str) -> list[dict[str, Any]]:
+        self._check_split(split)
+        return [task_spec(split, i) for i in range(len(TASKS))]
+
+    def num_tasks(self, split: str) -> int:
+        self._check_split(split)
+        return len(TASKS)
+
+    def get_task(self, split: str, index: int) -> dict[str, Any]:
+        self._check_split(split)
+        if not 0 <= index < len(TASKS):
+            raise IndexError(index)  # OpenEnv's task routes answer an IndexError with 400
+        return task_spec(split, index)
+
+    def get_task_range(self, split: str, start: int | None = None, stop: int | None = None) -> list[dict[str, Any]]:
+        self._check_split(split)
+        return [task_spec(split, i) for i in range(len(TASKS))[start:stop]]
+
+    @staticmethod
+    def _check_split(split: str) -> None:
+        if split not in SPLITS:
+            raise UnknownSplit(f"unknown split {str(split)[:MAX_NAME]!r}; expected one of {', '.join(SPLITS)}")
+
+    # ------------------------------------------------------------------ replays
+
+    def replay_record(self) -> dict[str, Any]:
+        """The finished (or running) episode as a replay record (see ``gpu_arena.evaluation.replay``)."""
+        episode, args = self.episode, self._args
+        assert episode is not None and args is not None
+        world = episode.world
+        return {
+            "format": REPLAY_FORMAT, "episode_id": self._episode_id, "task": world.task, "split": world.split,
+            "seed": world.seed, "seat": self._seat, "judge_mode": args.judge_mode,
+            "opponents": args.opponents if args.opponents is not None else DEFAULT_OPPONENTS,
+            "policy": "remote", "episode_return": episode.returns[self._seat],
+            "created_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            "transcript": episode.transcript,
+        }
+
+    def _record(self) -> str | None:
+        if self._recorder is None:
+            return None
+        record = {"replay_id": uuid.uuid4().hex, **self.replay_record()}
+        try:
+            self._recorder.save(record)
+        except Exception:  # the store failing must not take the episode's last step with it
+            log.exception("could not store episode %s", record["episode_id"])
+            return None
+        return str(record["replay_id"])
+
+
+__all__ = ["ResetArgs", "ServedArenaEnv", "parse_reset_args", "task_spec"]
