@@ -8,7 +8,7 @@ export PIP_CONSTRAINT := $(CURDIR)/constraints.txt
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 PYTEST_WORKERS ?= 2
 
-.PHONY: install run test bench lint clean
+.PHONY: install chromium run test bench lint clean
 
 $(STAMP): pyproject.toml constraints.txt
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -16,13 +16,23 @@ $(STAMP): pyproject.toml constraints.txt
 	$(PY) -m pip install --quiet -e '.[dev]'
 	@touch $(STAMP)
 
+# the dashboard's browser tests drive Debian's chromium (Playwright's own download is not needed)
+CHROMIUM := $(shell command -v chromium || command -v chromium-browser)
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+
 install: $(STAMP)
+
+chromium:
+ifeq ($(CHROMIUM),)
+	$(SUDO) apt-get update -qq
+	$(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium
+endif
 
 # the server on 127.0.0.1:8000; HOST=0.0.0.0 PORT=9000 make run (or GPU_ARENA_HOST / GPU_ARENA_PORT)
 run: install
 	$(VENV)/bin/gpu-arena serve $(if $(HOST),--host $(HOST)) $(if $(PORT),--port $(PORT))
 
-test: install
+test: install chromium
 	$(PY) -m pytest -n $(PYTEST_WORKERS) -p no:cacheprovider
 
 bench: install
@@ -36,4 +46,4 @@ lint: install
 	$(VENV)/bin/lint-imports
 
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis test-artifacts

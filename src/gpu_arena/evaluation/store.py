@@ -121,6 +121,15 @@ def latest_run(con: sqlite3.Connection, kind: str = "eval") -> dict[str, Any] | 
     return None if row is None else load_run(con, row[0])
 
 
+def latest_run_for_split(con: sqlite3.Connection, split: str, kind: str = "eval") -> dict[str, Any] | None:
+    """The newest run of ``kind`` with results for ``split`` (an eval run covers one split, so the
+    newest run overall may not have the split a reader asks for)."""
+    row = con.execute("SELECT runs.id FROM runs JOIN results ON results.run_id = runs.id "
+                      "WHERE runs.kind = ? AND results.split = ? ORDER BY runs.id DESC LIMIT 1",
+                      (kind, split)).fetchone()
+    return None if row is None else load_run(con, row[0])
+
+
 def load_run(con: sqlite3.Connection, run_id: int) -> dict[str, Any] | None:
     row = con.execute("SELECT id, kind, created_at, git_commit, args, seeds, versions, duration_s FROM runs WHERE id = ?",
                       (run_id,)).fetchone()

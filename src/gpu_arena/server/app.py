@@ -18,13 +18,14 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.encoders import jsonable_encoder
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse, RedirectResponse
+from fastapi.responses import JSONResponse
 from openenv.core.env_server.http_server import create_app
 from openenv.core.env_server.types import ConcurrencyConfig
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from .. import __version__
 from ..models import ArenaAction, ArenaObservation, ArenaState
+from .dashboard import install_dashboard
 from .environment import ServedArenaEnv
 from .errors import ArenaRequestError, CapacityReached, error_response
 from .guard import PayloadGuard
@@ -45,6 +46,7 @@ A multi-agent GPU-market negotiation environment, served the OpenEnv way.
 * **REST sessions** `/api/sessions`: the same episodes over plain HTTP, with a session id.
 * `/reset` and `/step` are OpenEnv's stateless routes: each call uses a fresh environment.
 * Finished episodes are stored and replayable: `/api/episodes/{replay_id}`.
+* The dashboard is at `/`; it reads `/api/overview`, `/api/results/latest` and the session routes.
 
 Every bad input is a 4xx with `{"error": {"code", "message"}}`, or, for a well-typed action the
 rules refuse, an observation whose `last_action_result` carries the code. Never a 5xx.
@@ -67,15 +69,14 @@ def create_arena_app(settings: ServerSettings | None = None) -> FastAPI:
     app.description = DESCRIPTION
     app.openapi_tags = [*(app.openapi_tags or []),
                         {"name": "Sessions (REST)", "description": "stateful episodes over plain HTTP"},
-                        {"name": "Episodes", "description": "replays of finished episodes"}]
+                        {"name": "Episodes", "description": "replays of finished episodes"},
+                        {"name": "Dashboard", "description": "what the page at / reads"}]
 
     manager = SessionManager(settings, lambda: ServedArenaEnv(settings, recorder))
     app.state.settings, app.state.sessions, app.state.recorder = settings, manager, recorder
     app.include_router(build_router(manager, recorder))
 
-    @app.get("/", include_in_schema=False)
-    async def root() -> RedirectResponse:
-        return RedirectResponse("/docs")
+    install_dashboard(app, settings)
 
     _install_error_handlers(app)
     app.add_middleware(PayloadGuard, max_bytes=settings.max_body_bytes, max_depth=settings.max_json_depth)

@@ -3,6 +3,7 @@ task API, finished episodes recorded as replays, and a hard stop once a session 
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import threading
 import time
@@ -11,9 +12,10 @@ from typing import Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from ..core.policy import Policy
 from ..core.rules import AWARD_RULES
 from ..core.tasks import task_params
-from ..core.types import SPLITS, TASKS
+from ..core.types import SPLITS, TASKS, Action, RejectedAction
 from ..core.views import ResultView
 from ..env import GpuArenaEnv
 from ..models import ArenaObservation, ArenaState
@@ -210,6 +212,24 @@ class ServedArenaEnv(GpuArenaEnv):
                                         reward=0.0, done=True)
             return self._observe()
 
+    def policy_step(self, policy: Policy) -> tuple[dict[str, Any], ArenaObservation]:
+        """Let ``policy`` choose the seat's action from the seat's own view, then step with it.
+
+        Returns the action as sent (a wire dict, or ``{"rejected": code, ...}`` when the policy
+        failed or refused its own output) and the new observation. The policy sees exactly what a
+        remote client would, so a server-side policy has no advantage over a remote one (the oracle
+        excepted: it is bound to the world by design).
+        """
+        with self._lock:
+            if self._expired():
+                raise SessionExpiredError("this session was closed; open a new one")
+            episode = self.episode
+            if episode is None or episode.done:
+                obs = self.step({"action_type": "wait"})  # the parent answers a finished or missing episode
+                return {}, obs
+            action = self._policy_action(episode, self._seat, policy)
+            return action_dict(action), self.step(action)
+
     # OpenEnv awaits these on its event loop when an environment overrides them (otherwise it hops
     # to a per-session thread for every call). A step is ~1 ms of GIL-bound Python: a thread
     # cannot run it in parallel, and 16+ threads contending with the loop for the GIL cost more
@@ -277,4 +297,16 @@ class ServedArenaEnv(GpuArenaEnv):
         return str(record["replay_id"])
 
 
-__all__ = ["ResetArgs", "ServedArenaEnv", "parse_reset_args", "task_spec"]
+def action_dict(action: Action | RejectedAction) -> dict[str, Any]:
+    """A core action as the wire JSON a client would send (defaults left out), for display."""
+    if isinstance(action, RejectedAction):
+        return {"rejected": action.code, "message": action.message}
+    out: dict[str, Any] = {}
+    for f in dataclasses.fields(action):
+        value = getattr(action, f.name)
+        if f.name == "action_type" or value not in (None, (), {}, [], ""):
+            out[f.name] = list(value) if isinstance(value, tuple) else value
+    return out
+
+
+__all__ = ["ResetArgs", "ServedArenaEnv", "action_dict", "parse_reset_args", "task_spec"]

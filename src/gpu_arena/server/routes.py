@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import weakref
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Body, Path
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from ..core.policy import Policy
 from ..models import ArenaAction, ArenaObservation, ArenaState
-from .environment import ResetArgs, ServedArenaEnv
+from ..policies import make_policy
+from .dashboard import seat_policies
+from .environment import MAX_NAME, ResetArgs, ServedArenaEnv
 from .errors import EpisodeNotFound, responses
 from .recorder import EpisodeRecorder
 from .sessions import SessionManager
@@ -28,6 +32,29 @@ class SessionView(BaseModel):
     step_count: int = 0
     replay_id: str | None = Field(default=None, description="set on the last step: GET /api/episodes/{replay_id}")
     idle_timeout_s: float = Field(description="the session is closed after this long without a request")
+
+
+class AutostepArgs(BaseModel):
+    """Which policy chooses the seat's action this round (``POST /api/sessions/{id}/autostep``)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    policy: str = Field(default="rule_expert", max_length=MAX_NAME, description="a registered policy name")
+
+    @field_validator("policy")
+    @classmethod
+    def _seat_policy(cls, v: str) -> str:
+        known = seat_policies()
+        if v not in known:
+            raise ValueError(f"unknown policy {v[:MAX_NAME]!r}; known: {', '.join(known)}")
+        return v
+
+
+class AutostepView(SessionView):
+    """The session after a round whose seat action a server-side policy chose."""
+
+    policy: str
+    action: dict[str, Any] = Field(description="the action the policy sent (wire fields), or {rejected, message}")
 
 
 class SessionsSummary(BaseModel):
@@ -84,6 +111,34 @@ def build_router(manager: SessionManager, recorder: EpisodeRecorder | None) -> A
     async def step_session(session_id: SessionId, action: ArenaAction) -> SessionView:
         obs, steps = await manager.run(session_id, lambda env: (env.step(action), _step_count(env)))
         return _view(manager, session_id, obs, steps)
+
+    # one policy object per session and episode: a policy may keep state across rounds (an RNG,
+    # memory), so it is made once per episode rather than per request; weak keys drop it with the session
+    seat_drivers: weakref.WeakKeyDictionary[ServedArenaEnv, tuple[object, str, Policy]] = weakref.WeakKeyDictionary()
+
+    def driver_for(env: ServedArenaEnv, name: str) -> Policy:
+        episode = env.episode
+        held = seat_drivers.get(env)
+        if held is not None and held[0] is episode and held[1] == name:
+            return held[2]
+        policy = make_policy(name, seed=episode.world.seed if episode is not None else 0)
+        seat_drivers[env] = (episode, name, policy)
+        return policy
+
+    @router.post("/sessions/{session_id}/autostep", response_model=AutostepView, tags=["Sessions (REST)"],
+                 summary="Play one round with a server-side policy choosing the seat's action",
+                 responses=responses(404, 410, 413, 422))
+    async def autostep_session(session_id: SessionId, args: Annotated[AutostepArgs | None, Body()] = None
+                               ) -> AutostepView:
+        name = (args or AutostepArgs()).policy
+
+        def play(env: ServedArenaEnv) -> tuple[dict[str, Any], ArenaObservation, int]:
+            action, obs = env.policy_step(driver_for(env, name))
+            return action, obs, _step_count(env)
+
+        action, obs, steps = await manager.run(session_id, play)
+        view = _view(manager, session_id, obs, steps)
+        return AutostepView(**view.__dict__, policy=name, action=action)
 
     @router.post("/sessions/{session_id}/reset", response_model=SessionView, tags=["Sessions (REST)"],
                  summary="Start a new episode in this session", responses=responses(404, 410, 413, 422))

@@ -1,0 +1,124 @@
+"""The dashboard: the static page at ``/`` and the JSON it reads (``/api/overview``, ``/api/results/latest``).
+
+Every number the page shows comes from these routes or the session routes: the registries of the
+code (tasks, action types, reward columns, policies) and the SQLite store (evaluation runs). The
+page itself is plain HTML, CSS and ES modules shipped inside the package (``gpu_arena/web``), so it
+works offline and needs no build step.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from contextlib import closing
+from importlib import resources
+from pathlib import Path
+from typing import Any, Literal
+
+from fastapi import APIRouter, FastAPI, Query
+from fastapi.responses import FileResponse
+from fastapi.staticfiles import StaticFiles
+
+from .. import __version__
+from ..core.types import ACTION_TYPES, COMPONENT_COLUMNS, PENALTY_COLUMNS, REWARD_COLUMNS, SPLITS, TASKS
+from ..evaluation.store import db_path, latest_run, latest_run_for_split
+from ..policies import ARCHETYPES, BASELINES, policy_names
+from .environment import DEFAULT_OPPONENTS, task_spec
+from .settings import ServerSettings
+
+ASSETS_URL = "/assets"
+
+
+def web_dir() -> Path:
+    """The packaged dashboard assets (a real directory: the package is installed unzipped)."""
+    return Path(str(resources.files("gpu_arena") / "web"))
+
+
+def seat_policies() -> list[str]:
+    """Policies a server may run in a seat on a visitor's request: the registry's own names.
+
+    Families (``llm:...``) are left out on purpose: they name endpoints or checkpoints, and a page
+    must not make the server call out or load models on a click.
+    """
+    return [n for n in policy_names() if ":" not in n]
+
+
+def _read_only(settings: ServerSettings) -> sqlite3.Connection | None:
+    # read-only so that opening the dashboard never creates or migrates a store
+    path = db_path(settings.db)
+    if not path.is_file():
+        return None
+    return sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
+
+
+def run_summary(run: dict[str, Any] | None) -> dict[str, Any] | None:
+    """What "At a glance" shows of a run: provenance and coverage, not the rows themselves."""
+    if run is None:
+        return None
+    rows = run["results"]
+    return {
+        "id": run["id"], "kind": run["kind"], "created_at": run["created_at"], "git_commit": run["git_commit"],
+        "duration_s": run["duration_s"], "args": run["args"],
+        "splits": sorted({r["split"] for r in rows}), "tasks": sorted({r["task"] for r in rows}, key=_task_order),
+        "policies": list(dict.fromkeys(r["policy"] for r in rows)),
+        "rows": len(rows), "episodes": sum(int(r["n"]) for r in rows),
+    }
+
+
+def _task_order(task: str) -> int:
+    return TASKS.index(task) if task in TASKS else len(TASKS)
+
+
+def eval_command(split: str, settings: ServerSettings) -> str:
+    """The command that stores an evaluation run this server can show (same store, same split)."""
+    db = f" --db {settings.db}" if settings.db else ""
+    return f"gpu-arena eval --split {split} --seeds 20{db}"
+
+
+def build_dashboard_router(settings: ServerSettings) -> APIRouter:
+    router = APIRouter(prefix="/api", tags=["Dashboard"])
+
+    def load(split: str | None) -> dict[str, Any] | None:
+        con = _read_only(settings)
+        if con is None:
+            return None
+        try:
+            with closing(con):
+                return latest_run(con) if split is None else latest_run_for_split(con, split)
+        except sqlite3.OperationalError:  # a store from before the results tables: nothing to show
+            return None
+
+    @router.get("/overview", summary="Tasks, actions, reward columns, policies and the latest evaluation")
+    async def overview() -> dict[str, Any]:
+        return {
+            "version": __version__,
+            "tasks": [{k: v for k, v in task_spec(SPLITS[0], i).items() if k in ("task", "labs", "rounds", "shocks")}
+                      for i in range(len(TASKS))],
+            "splits": list(SPLITS),
+            "action_types": list(ACTION_TYPES),
+            "reward_columns": {"components": list(COMPONENT_COLUMNS), "penalties": list(PENALTY_COLUMNS),
+                               "total": REWARD_COLUMNS[-1], "all": list(REWARD_COLUMNS)},
+            "policies": {"all": policy_names(), "seat": seat_policies(), "baselines": list(BASELINES),
+                         "archetypes": sorted(ARCHETYPES), "default_opponents": DEFAULT_OPPONENTS},
+            "latest_eval": run_summary(load(None)),
+        }
+
+    @router.get("/results/latest", summary="The latest evaluation run's rows for one split")
+    async def results_latest(split: Literal["train", "holdout"] = Query("holdout")) -> dict[str, Any]:
+        run = load(split)
+        rows = [r for r in run["results"] if r["split"] == split] if run else []
+        rows.sort(key=lambda r: _task_order(r["task"]))  # stable: keeps the run's policy order per task
+        return {"split": split, "run": run_summary(run), "rows": rows, "command": eval_command(split, settings)}
+
+    return router
+
+
+def install_dashboard(app: FastAPI, settings: ServerSettings) -> None:
+    """Serve the page at ``/``, its assets under :data:`ASSETS_URL`, and the dashboard's JSON routes."""
+    app.include_router(build_dashboard_router(settings))
+    assets = web_dir()
+    app.mount(ASSETS_URL, StaticFiles(directory=assets), name="assets")
+
+    @app.get("/", include_in_schema=False)
+    async def index() -> FileResponse:
+        # no-cache: the page is tiny and must never pair an old index with new modules
+        return FileResponse(assets / "index.html", headers={"Cache-Control": "no-cache"})

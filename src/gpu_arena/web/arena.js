@@ -1,0 +1,154 @@
+// "Live arena": a REST session of this page's own, stepped round by round by a server-side policy
+// (POST /api/sessions/{id}/autostep). Everything shown is the session's real observation.
+import { barChart, lineChart } from "./charts.js";
+import { $, api, clear, fmt, h, signed, table } from "./dom.js";
+
+let overview = null;
+let session = null; // {id, steps: [...], cumulative, done, view}
+let busy = false;
+
+export function initArena(ov) {
+  overview = ov;
+  fill($("#arena-task"), ov.tasks.map((t) => t.task), ov.tasks[0].task);
+  fill($("#arena-split"), ov.splits, "train");
+  fill($("#arena-opponents"), [ov.policies.default_opponents, ...ov.policies.seat], ov.policies.default_opponents);
+  fill($("#arena-policy"), ov.policies.seat, ov.policies.seat.includes("rule_expert") ? "rule_expert" : ov.policies.seat[0]);
+  $("#arena-form").addEventListener("submit", (e) => { e.preventDefault(); run(newEpisode); });
+  $("#arena-step").addEventListener("click", () => run(stepOnce));
+  $("#arena-play").addEventListener("click", () => run(playToEnd));
+  // a session holds a server slot until it idles out: hand it back when the page goes away
+  window.addEventListener("pagehide", () => {
+    if (session) fetch(`/api/sessions/${session.id}`, { method: "DELETE", keepalive: true }).catch(() => {});
+  });
+}
+
+function fill(select, values, chosen) {
+  clear(select).append(...values.map((v) => h("option", { value: v, text: v, selected: v === chosen })));
+}
+
+async function run(fn) {
+  if (busy) return;
+  busy = true;
+  setButtons();
+  const status = $("#arena-status");
+  status.classList.remove("error");
+  try {
+    await fn();
+  } catch (e) {
+    status.classList.add("error");
+    status.textContent = `Error: ${e.message}`;
+  } finally {
+    busy = false;
+    setButtons();
+  }
+}
+
+function setButtons() {
+  const live = session && !session.done;
+  $("#arena-new").disabled = busy;
+  $("#arena-step").disabled = busy || !live;
+  $("#arena-play").disabled = busy || !live;
+}
+
+async function newEpisode() {
+  if (session) {
+    await api(`/api/sessions/${session.id}`, { method: "DELETE" }).catch(() => {}); // it may have expired
+    session = null;
+  }
+  const seed = Number.parseInt($("#arena-seed").value, 10);
+  if (!Number.isInteger(seed) || seed < 0) throw new Error("the seed must be a whole number ≥ 0");
+  const view = await api("/api/sessions", {
+    method: "POST",
+    body: { task: $("#arena-task").value, split: $("#arena-split").value, seed, opponents: $("#arena-opponents").value },
+  });
+  session = { id: view.session_id, steps: [], cumulative: 0, done: view.done, view };
+  $("#arena-body").hidden = false;
+  render();
+}
+
+async function stepOnce() {
+  const view = await api(`/api/sessions/${session.id}/autostep`, { method: "POST", body: { policy: $("#arena-policy").value } });
+  const obs = view.observation;
+  const reward = view.reward ?? 0;
+  session.cumulative += reward;
+  session.steps.push({ step: view.step_count, round: obs.round_index, action: view.action, result: obs.last_action_result,
+    reward, cumulative: session.cumulative, breakdown: obs.reward_breakdown });
+  session.done = view.done;
+  session.view = view;
+  render();
+}
+
+async function playToEnd() {
+  while (session && !session.done) {
+    await stepOnce();
+    await new Promise((r) => setTimeout(r, 120)); // let a person watch the rounds go by
+  }
+}
+
+function describe(action) {
+  if (!action || !Object.keys(action).length) return "–";
+  if (action.rejected) return `rejected (${action.rejected})`;
+  const { action_type, ...rest } = action;
+  const parts = Object.entries(rest).map(([k, v]) => `${k}=${typeof v === "object" ? JSON.stringify(v) : v}`);
+  return parts.length ? `${action_type} ${parts.join(" ")}` : action_type;
+}
+
+function render() {
+  const { view, steps } = session;
+  const obs = view.observation;
+  const status = $("#arena-status");
+  if (session.done) {
+    const replay = view.replay_id;
+    status.textContent = `Episode finished after ${steps.length} steps: return ${signed(session.cumulative)}.`;
+    if (replay) {
+      status.append(" ", h("a", { href: `/api/episodes/${replay}`, id: "arena-replay", "data-replay-id": replay, text: "stored replay" }));
+    }
+  } else {
+    status.textContent = `Session ${session.id.slice(0, 8)}…, ${obs.task} (${obs.split}, seed ${obs.metadata.seed}): round ${obs.round_index} of ${obs.max_rounds}.`;
+  }
+
+  const cum = h("span", { class: "v", id: "arena-cumulative", "data-value": String(session.cumulative), text: signed(session.cumulative) });
+  const last = steps.length ? steps[steps.length - 1] : null;
+  clear($("#arena-stats")).append(
+    kv("round", `${obs.round_index} / ${obs.max_rounds}`), kv("lab", obs.controlled_lab_id),
+    kv("budget", fmt(obs.controlled_lab_budget, 2)), kv("reputation", fmt(obs.controlled_lab_reputation, 3)),
+    kv("BATNA", fmt(obs.batna, 2)), kv("surplus over BATNA", signed(obs.surplus_over_batna, 2)),
+    kv("last reward", last ? signed(last.reward) : "–"), h("div", {}, h("span", { class: "k", text: "cumulative reward" }), cum),
+    kv("done", session.done ? "yes" : "no"));
+
+  const cols = overview.reward_columns.all;
+  const br = obs.reward_breakdown || {};
+  clear($("#arena-breakdown")).append(barChart(cols, cols.map((c) => br[c] ?? 0), "Reward breakdown of the last step"));
+  clear($("#arena-cumulative-chart")).append(lineChart(steps.map((s) => s.cumulative), "Cumulative reward by step"));
+
+  const tbody = clear($("#arena-steps tbody"));
+  for (const s of steps) {
+    tbody.append(h("tr", {}, h("td", { text: s.step }), h("td", { text: s.round }), h("td", {}, h("code", { text: describe(s.action) })),
+      h("td", { class: s.result.ok ? "" : "neg", text: s.result.ok ? s.result.code : `${s.result.code}: ${s.result.message}` }),
+      h("td", { class: `num ${s.reward < 0 ? "neg" : "pos"}`, text: signed(s.reward) }), h("td", { class: "num", text: signed(s.cumulative) })));
+  }
+
+  clear($("#arena-jobs")).append(table(["job", "hours", "deadline", "value", "min rel.", "status", "realised"],
+    obs.private_jobs.map((j) => [j.job_id, `${j.assigned_hours}/${j.gpu_hours_required}`, j.deadline_round, fmt(j.value, 2),
+      fmt(j.min_reliability, 2), j.status, fmt(j.realized_value, 2)])));
+  clear($("#arena-blocks")).append(table(["block", "GPUs", "window", "hours", "rel.", "energy", "status", "job"],
+    obs.owned_blocks.map((b) => [b.block_id, b.gpu_count, `[${b.start_round}, ${b.end_round})`, b.gpu_hours, fmt(b.reliability, 2),
+      fmt(b.energy_cost, 2), b.status, b.job_id ?? b.reserved_for ?? "–"])));
+  clear($("#arena-offers")).append(table(["offer", "from → to", "gives", "asks", "pays", "asks pay", "expires", "status"],
+    obs.active_offers.map((o) => [o.offer_id, `${o.sender} → ${o.target}`, o.block_ids.join(", ") || "–",
+      o.requested_block_ids.join(", ") || "–", fmt(o.payment, 2), fmt(o.requested_payment, 2), o.expires_round, o.status])));
+  clear($("#arena-coalitions")).append(table(["coalition", "members", "job", "hours", "consented", "status"],
+    obs.active_coalitions.map((c) => [c.coalition_id, c.members.join(", "), c.job_id, `${c.pooled_hours}/${c.gpu_hours_required}`,
+      c.consented.join(", ") || "–", c.status])));
+  const events = obs.public_market.events;
+  clear($("#arena-events")).append(...(events.length ? events.map((e) => h("li", {}, h("strong", { text: `r${e.round_index} ${e.kind}: ` }), e.text))
+    : [h("li", { class: "muted", text: "none yet" })]));
+  const msgs = obs.message_history;
+  clear($("#arena-messages")).append(...(msgs.length ? msgs.map((m) => h("li", {}, h("strong", { text: `r${m.round_index} ${m.sender}${m.target ? ` → ${m.target}` : ""}: ` }), m.text))
+    : [h("li", { class: "muted", text: "none yet" })]));
+  setButtons();
+}
+
+function kv(k, v) {
+  return h("div", {}, h("span", { class: "k", text: k }), h("span", { class: "v", text: v }));
+}

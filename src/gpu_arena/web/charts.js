@@ -1,0 +1,123 @@
+// Inline SVG charts (no library, no CDN). Each returns an <svg> element sized by its viewBox.
+
+const NS = "http://www.w3.org/2000/svg";
+
+function s(tag, attrs = {}, text) {
+  const el = document.createElementNS(NS, tag);
+  for (const [k, v] of Object.entries(attrs)) el.setAttribute(k, String(v));
+  if (text !== undefined) el.textContent = text;
+  return el;
+}
+
+function svg(width, height, label) {
+  return s("svg", { viewBox: `0 0 ${width} ${height}`, role: "img", "aria-label": label });
+}
+
+function extent(values, pad = 0.05) {
+  let lo = Math.min(0, ...values);
+  let hi = Math.max(0, ...values);
+  if (hi - lo < 1e-9) { lo -= 1e-3; hi += 1e-3; }
+  const m = (hi - lo) * pad;
+  return [lo - m, hi + m];
+}
+
+function ticks(lo, hi, n = 4) {
+  const step = (hi - lo) / n;
+  return Array.from({ length: n + 1 }, (_, i) => lo + i * step);
+}
+
+// enough digits that neighbouring ticks read differently, whatever the scale
+function tickLabel(t, lo, hi, n = 4) {
+  const digits = Math.min(6, Math.max(0, Math.ceil(-Math.log10((hi - lo) / n)) + 1));
+  const s = t.toFixed(digits);
+  return Number(s) === 0 ? (0).toFixed(digits) : s;
+}
+
+// Horizontal bars, one per column, from zero: positive green, negative red.
+export function barChart(labels, values, title) {
+  const rowH = 20, left = 200, right = 70, width = 560, top = 8;
+  const height = top + rowH * labels.length + 22;
+  const root = svg(width, height, title);
+  const [lo, hi] = extent(values);
+  const x = (v) => left + ((v - lo) / (hi - lo)) * (width - left - right);
+  for (const t of ticks(lo, hi)) {
+    root.append(s("line", { class: "grid-line", x1: x(t), x2: x(t), y1: top, y2: height - 20 }));
+    root.append(s("text", { x: x(t), y: height - 6, "text-anchor": "middle" }, tickLabel(t, lo, hi)));
+  }
+  labels.forEach((label, i) => {
+    const v = values[i];
+    const y = top + i * rowH;
+    root.append(s("text", { x: left - 6, y: y + 14, "text-anchor": "end" }, label));
+    const x0 = x(0), x1 = x(v);
+    const bar = s("rect", { class: v < 0 ? "bar-neg" : "bar-pos", x: Math.min(x0, x1), y: y + 3,
+      width: Math.max(Math.abs(x1 - x0), v === 0 ? 0 : 1), height: rowH - 6 });
+    bar.append(s("title", {}, `${label}: ${v}`));
+    root.append(bar);
+    root.append(s("text", { x: width - right + 6, y: y + 14 }, v.toFixed(4)));
+  });
+  root.append(s("line", { class: "axis", x1: x(0), x2: x(0), y1: top, y2: height - 20 }));
+  return root;
+}
+
+// A line over steps 0..n (the cumulative reward), with the zero line.
+export function lineChart(values, title) {
+  const width = 560, height = 200, left = 50, right = 12, top = 10, bottom = 26;
+  const root = svg(width, height, title);
+  const pts = [0, ...values];
+  const [lo, hi] = extent(pts);
+  const n = Math.max(pts.length - 1, 1);
+  const x = (i) => left + (i / n) * (width - left - right);
+  const y = (v) => top + (1 - (v - lo) / (hi - lo)) * (height - top - bottom);
+  for (const t of ticks(lo, hi)) {
+    root.append(s("line", { class: "grid-line", x1: left, x2: width - right, y1: y(t), y2: y(t) }));
+    root.append(s("text", { x: left - 4, y: y(t) + 4, "text-anchor": "end" }, tickLabel(t, lo, hi)));
+  }
+  root.append(s("line", { class: "axis", x1: left, x2: width - right, y1: y(0), y2: y(0) }));
+  for (let i = 0; i <= n; i += Math.max(1, Math.ceil(n / 10))) {
+    root.append(s("text", { x: x(i), y: height - 8, "text-anchor": "middle" }, String(i)));
+  }
+  root.append(s("polyline", { class: "line", points: pts.map((v, i) => `${x(i)},${y(v)}`).join(" ") }));
+  pts.forEach((v, i) => {
+    const dot = s("circle", { class: "mean", cx: x(i), cy: y(v), r: 3 });
+    dot.append(s("title", {}, `step ${i}: ${v}`));
+    root.append(dot);
+  });
+  return root;
+}
+
+// Mean with 95% CI whiskers, one row per (task, policy), grouped by task, on one shared x scale.
+export function whiskerChart(rows, title) {
+  const rowH = 22, groupGap = 26, left = 230, right = 20, width = 720, top = 8;
+  const tasks = [...new Set(rows.map((r) => r.task))];
+  const height = top + rows.length * rowH + tasks.length * groupGap + 26;
+  const root = svg(width, height, title);
+  const vals = rows.flatMap((r) => [r.mean, r.ci_low ?? r.mean, r.ci_high ?? r.mean]);
+  const [lo, hi] = extent(vals);
+  const x = (v) => left + ((v - lo) / (hi - lo)) * (width - left - right);
+  const bottom = height - 20;
+  for (const t of ticks(lo, hi, 5)) {
+    root.append(s("line", { class: "grid-line", x1: x(t), x2: x(t), y1: top, y2: bottom }));
+    root.append(s("text", { x: x(t), y: height - 6, "text-anchor": "middle" }, tickLabel(t, lo, hi, 5)));
+  }
+  root.append(s("line", { class: "axis", x1: x(0), x2: x(0), y1: top, y2: bottom }));
+  let y = top;
+  for (const task of tasks) {
+    y += groupGap;
+    root.append(s("text", { x: 4, y: y - 8, "font-weight": "bold" }, task));
+    for (const r of rows.filter((q) => q.task === task)) {
+      const cy = y + rowH / 2;
+      root.append(s("text", { x: left - 8, y: cy + 4, "text-anchor": "end" }, r.policy));
+      const g = s("g", { "data-policy": r.policy, "data-task": task });
+      const lo95 = r.ci_low ?? r.mean, hi95 = r.ci_high ?? r.mean;
+      g.append(s("line", { class: "whisker", x1: x(lo95), x2: x(hi95), y1: cy, y2: cy }));
+      g.append(s("line", { class: "whisker", x1: x(lo95), x2: x(lo95), y1: cy - 5, y2: cy + 5 }));
+      g.append(s("line", { class: "whisker", x1: x(hi95), x2: x(hi95), y1: cy - 5, y2: cy + 5 }));
+      const dot = s("circle", { class: "mean", cx: x(r.mean), cy, r: 4.5 });
+      g.append(dot);
+      g.append(s("title", {}, `${task} · ${r.policy}: mean ${r.mean.toFixed(4)}, 95% CI [${lo95.toFixed(4)}, ${hi95.toFixed(4)}], n=${r.n}`));
+      root.append(g);
+      y += rowH;
+    }
+  }
+  return root;
+}

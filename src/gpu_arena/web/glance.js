@@ -1,0 +1,46 @@
+// "At a glance": the code's registries and the latest evaluation run, all from /api/overview.
+import { $, clear, fmt, h, table } from "./dom.js";
+
+export function renderGlance(ov) {
+  clear($("#glance-tasks")).append(table(["task", "labs", "rounds", "shocks"],
+    ov.tasks.map((t) => [t.task, range(t.labs), range(t.rounds), range(t.shocks)])));
+
+  clear($("#glance-actions")).append(...ov.action_types.map((a) => h("li", { text: a })));
+
+  const rc = ov.reward_columns;
+  clear($("#glance-rewards")).append(
+    h("p", {}, h("strong", { text: "Components " }), `(partition the position-value change): ${rc.components.join(", ")}`),
+    h("p", {}, h("strong", { text: "Penalties: " }), rc.penalties.join(", ")),
+    h("p", {}, h("strong", { text: "Step reward: " }), h("code", { text: rc.total })));
+
+  const p = ov.policies;
+  const named = new Set([...p.baselines, ...p.archetypes]);
+  const others = p.seat.filter((n) => !named.has(n));
+  const families = p.all.filter((n) => n.includes(":"));
+  // Element.append writes null as the text "null": leave absent paragraphs out instead
+  clear($("#glance-policies")).append(...[
+    h("p", {}, h("strong", { text: "Baselines: " }), p.baselines.join(", ")),
+    h("p", {}, h("strong", { text: "Opponent archetypes: " }), p.archetypes.join(", ")),
+    others.length ? h("p", {}, h("strong", { text: "Other: " }), others.join(", ")) : null,
+    families.length ? h("p", {}, h("strong", { text: "Families (plug-ins): " }), families.join(", ")) : null,
+  ].filter(Boolean));
+
+  const ev = ov.latest_eval;
+  const box = clear($("#glance-eval"));
+  if (!ev) {
+    box.append(h("p", { id: "glance-no-eval", text: "No evaluation run in the store yet; see Results for the command that makes one." }));
+  } else {
+    box.append(h("dl", { class: "stats", id: "glance-eval-stats" },
+      stat("run", `#${ev.id}`), stat("created", ev.created_at), stat("commit", ev.git_commit ? ev.git_commit.slice(0, 10) : "–"),
+      stat("split", ev.splits.join(", ")), stat("episodes", ev.episodes), stat("duration", `${fmt(ev.duration_s, 1)} s`),
+      stat("tasks", ev.tasks.join(", ")), stat("policies", ev.policies.join(", "))));
+  }
+}
+
+function stat(k, v) {
+  return h("div", {}, h("dt", { text: k }), h("dd", { class: "v", text: v, style: "margin:0" }));
+}
+
+function range(pair) {
+  return pair[0] === pair[1] ? String(pair[0]) : `${pair[0]}–${pair[1]}`;
+}
