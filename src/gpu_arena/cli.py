@@ -245,13 +245,153 @@ def serve(
     run_server(settings, log_level=log_level)
 
 
+def _seat_spec(value: str) -> str | list[str] | dict[str, str]:
+    """``name`` for every other seat, ``a,b,c`` in seat order, or ``lab_1=name,lab_2=name``."""
+    items = _split_list(value)
+    if any("=" in x for x in items):
+        pairs = [x.split("=", 1) for x in items]
+        if any(len(p) != 2 or not p[0] or not p[1] for p in pairs):
+            raise typer.BadParameter(f"expected seat=policy pairs, got {value!r}")
+        return {k.strip(): v.strip() for k, v in pairs}
+    return items if len(items) > 1 else (items[0] if items else "archetypes")
+
+
+def _action_text(action: object) -> str:
+    from .core.engine import action_to_dict
+    from .core.serialize import coerce_action
+    from .core.types import RejectedAction
+
+    if isinstance(action, RejectedAction):
+        return f"[{action.code}]"
+    core = coerce_action(action)
+    if isinstance(core, RejectedAction):
+        return f"[{core.code}]"
+    args = {k: v for k, v in action_to_dict(core).items() if k != "action_type"}
+    return core.action_type + (" " + json.dumps(args) if args else "")
+
+
+@app.command()
+def play(
+    task: str = typer.Option("single_trade", help="single_trade | market_round | coalition_market"),
+    seed: int = typer.Option(7, help="world seed"),
+    split: str = typer.Option("train", help="train | holdout"),
+    seat: str = typer.Option("lab_0", help="the seat you (or --me) play"),
+    me: str = typer.Option("human", help="'human' (type actions) or any policy name, e.g. "
+                                         "llm:openai:<model>@<base_url> or rule_expert"),
+    opponents: str = typer.Option("archetypes", help="one policy for every other seat, a list in seat order "
+                                                     "(a,b,c) or seat=policy pairs (lab_1=llm:hf:<path>,lab_2=selfish)"),
+    judge_mode: str = typer.Option("none", help="none | rule"),
+) -> None:
+    """Play one episode in the terminal against any mix of seats (scripted, LLM or you)."""
+    from rich.markup import escape
+    from rich.panel import Panel
+    from rich.text import Text
+
+    from .core.worldgen import generate_world, world_seed
+    from .env import GpuArenaEnv
+    from .llm import ChatAgent, FormatError, json_mode_instruction, parse_action, render_turn
+    from .llm.prompts import RenderMemory
+    from .policies import make_policy
+
+    try:
+        world = generate_world(task, split, seed, judge_mode=judge_mode)
+        spec = _seat_spec(opponents)
+        others = [lid for lid in world.labs if lid != seat]
+        if seat not in world.labs:
+            raise ValueError(f"unknown seat {seat!r}; this world has {', '.join(world.labs)}")
+        if isinstance(spec, str):
+            names: dict[str, str] = {lid: spec for lid in others}
+        elif isinstance(spec, list):
+            if len(spec) != len(others):
+                raise ValueError(f"{len(spec)} opponents for {len(others)} seats ({', '.join(others)})")
+            names = dict(zip(others, spec, strict=True))
+        else:
+            names = {lid: spec.get(lid, "archetypes") for lid in others}
+        # built here (as the environment would) so their LLM ledgers can be shown at the end
+        seats = {lid: make_policy(world.labs[lid].archetype if n == "archetypes" else n,
+                                  seed=world_seed(f"policy:{lid}", split, seed), **world.labs[lid].params)
+                 for lid, n in names.items()}
+        driver = None if me == "human" else make_policy(me, seed=seed)
+        env = GpuArenaEnv(task=task, split=split, seat=seat, opponents=seats, judge_mode=judge_mode)
+        obs = env.reset(seed=seed)
+    except ValueError as e:
+        raise typer.BadParameter(str(e)) from None
+    episode = env.episode
+    assert episode is not None
+    console.print(f"[bold]{task}/{split} seed {seed}[/bold]: you are {seat} ({me}); "
+                  + ", ".join(f"{lid}: {n}" for lid, n in names.items()))
+    memory = RenderMemory()
+    total = 0.0
+    while not obs.done:
+        view = episode.observe(seat)
+        if driver is None:
+            console.print(Panel(Text(render_turn(view, memory)), title=f"round {obs.round_index}", expand=False))
+            while True:
+                try:
+                    text = typer.prompt("action (JSON, an action type, '?' for the list, 'q' to quit)")
+                except (typer.Abort, EOFError):
+                    text = "q"
+                text = text.strip()
+                if text == "?":
+                    console.print(json_mode_instruction(), markup=False)
+                    continue
+                if text == "q":
+                    console.print("stopped")
+                    return
+                action = parse_action(json.dumps({"action_type": text}) if text.isidentifier() else text)
+                if isinstance(action, FormatError):
+                    console.print(f"[red]{action.code}[/red]: {escape(str(action.message))}")
+                    continue
+                break
+        else:
+            if getattr(driver, "needs_world", False):
+                driver.bind(episode.world)  # type: ignore[attr-defined]
+            action = driver.act(view)
+            if isinstance(driver, ChatAgent):
+                conv = driver.conversation(seat)
+                reply = conv.transcript[-1] if conv else {}
+                said = reply.get("content") or json.dumps([c["function"] for c in reply.get("tool_calls") or []])
+                console.print(Panel(Text(str(said)[:600]), title=f"{seat} says (round {obs.round_index})",
+                                    expand=False))
+        obs = env.step(action)
+        total += obs.reward or 0.0
+        rnd = episode.transcript[-1]
+        table = Table(title=f"round {rnd['round']} (order {', '.join(rnd['order'])})")
+        for col in ("seat", "policy", "action", "result", "reward"):
+            table.add_column(col)
+        for lid in episode.world.labs:
+            act = rnd["actions"].get(lid, {})
+            shown = f"[{act['rejected']}]" if "rejected" in act else _action_text(act) if act else "-"
+            ok, code = rnd["results"].get(lid, [True, "-"])
+            table.add_row(lid + (" *" if lid == seat else ""), escape(me if lid == seat else names[lid]), escape(shown),
+                          "ok" if ok else f"[red]{code}[/red]", f"{rnd['rewards'].get(lid, 0.0):+.4f}")
+        console.print(table)
+    metrics = env.metrics()
+    lab = metrics["labs"][seat]
+    console.print(f"[bold]return {total:+.4f}[/bold]; surplus over BATNA {lab['surplus_over_batna']:+.2f}; "
+                  f"welfare {metrics['welfare']:.2f} of optimum {metrics['optimum']:.2f} ({metrics['welfare_ratio']:.1%})")
+    agents = {lid: p for lid, p in [(seat, driver), *seats.items()] if isinstance(p, ChatAgent)}
+    if agents:
+        table = Table(title="LLM ledgers")
+        for col in ("seat", "calls", "prompt tok/call", "completion tok/call", "model s/call", "format errors"):
+            table.add_column(col)
+        for lid, agent in agents.items():
+            d = agent.ledger.to_dict()
+            table.add_row(lid, str(d["calls"]), f"{d['prompt_tokens_per_call']:.0f}",
+                          f"{d['completion_tokens_per_call']:.0f}", f"{d['model_s_per_call']:.2f}",
+                          str(d["format_errors"]))
+        console.print(table)
+
+
 @app.command()
 def policies() -> None:
-    """List the registered policies."""
-    from .policies import policy_names
+    """List the registered policies (and name families such as llm:openai:<model>@<base_url>)."""
+    from .policies import policy_families, policy_names
 
     for name in policy_names():
         console.print(name)
+    for prefix in policy_families():
+        console.print(f"{prefix}:...", markup=False)
 
 
 if __name__ == "__main__":  # pragma: no cover

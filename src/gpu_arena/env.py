@@ -48,9 +48,10 @@ class GpuArenaEnv(Environment[ArenaAction, ArenaObservation, ArenaState]):
     * ``step(action)`` plays one round and returns the seat's observation with ``reward`` (in
       [-1, 1]), ``reward_breakdown`` (all 11 columns) and ``last_action_result`` (ok, code,
       message). An invalid action never raises: it is a wait with an ``invalid_action_penalty``
-      and a stable error code, and it changes nothing else. ``step`` before ``reset`` or after the
-      episode ended returns an error observation (``not_reset`` / ``episode_done``) with zero
-      reward and never starts a new episode.
+      and a stable error code, and it changes nothing else; a core ``RejectedAction`` (such as
+      ``gpu_arena.llm.FormatError``) is stepped the same way with its own code. ``step`` before
+      ``reset`` or after the episode ended returns an error observation (``not_reset`` /
+      ``episode_done``) with zero reward and never starts a new episode.
     * The sum of an episode's rewards equals (final utility − BATNA) / reward_scale plus the
       penalties, exactly.
     * Observations are fresh copies; ``state`` is the god view (all private values) for
@@ -110,8 +111,8 @@ class GpuArenaEnv(Environment[ArenaAction, ArenaObservation, ArenaState]):
         self._step_count = 0
         return self._observe()
 
-    def step(self, action: ArenaAction | Action | Mapping[str, Any] | str, timeout_s: float | None = None,
-             **kwargs: Any) -> ArenaObservation:
+    def step(self, action: ArenaAction | Action | RejectedAction | Mapping[str, Any] | str,
+             timeout_s: float | None = None, **kwargs: Any) -> ArenaObservation:
         episode = self._episode
         if episode is None:
             return _error_observation("not_reset", "call reset() before step()", done=True)
@@ -196,6 +197,8 @@ class GpuArenaEnv(Environment[ArenaAction, ArenaObservation, ArenaState]):
             "step": self._step_count})
 
     def _read_action(self, action: Any) -> Action | RejectedAction:
+        if isinstance(action, RejectedAction):
+            return action  # already refused upstream (an LLM agent's format error): keep its own code
         if isinstance(action, str | bytes):
             try:
                 action = json.loads(action)
@@ -217,7 +220,9 @@ class GpuArenaEnv(Environment[ArenaAction, ArenaObservation, ArenaState]):
             policy.bind(episode.world)  # type: ignore[attr-defined]  # the oracle: a reference, not a fair player
         view = episode.observe(lid, aids=getattr(policy, "uses_aids", True))
         try:
-            return coerce_action(policy.act(view))
+            action = policy.act(view)
+            # a policy may refuse its own output (an LLM's format error) with a code of its own
+            return action if isinstance(action, RejectedAction) else coerce_action(action)
         except Exception as e:  # a broken opponent must not crash the episode
             return RejectedAction("policy_error", f"{type(e).__name__}: {e}")
 

@@ -2,12 +2,18 @@
 
 Any policy can sit in any seat. Parameters a policy does not take are ignored, so a world's
 opponent parameters (acceptance margin, risk, ...) can be passed to every policy alike.
+
+Families of names with a prefix (``llm:openai:<model>@<url>``) resolve through a factory that
+takes the rest of the name: registered with :func:`register_policy_family`, or found through the
+``gpu_arena.policy_families`` entry point group (how ``gpu_arena.llm`` plugs in without this
+package importing it: policies depend on the core only).
 """
 
 from __future__ import annotations
 
 import inspect
 from collections.abc import Callable
+from importlib.metadata import entry_points
 from typing import Any
 
 from ..core.policy import NoNegotiationPolicy, Policy, RandomPolicy, WaitPolicy
@@ -34,21 +40,56 @@ def register_policy(name: str, factory: Callable[..., Policy]) -> None:
     _REGISTRY[name] = factory
 
 
+FAMILY_ENTRY_POINTS = "gpu_arena.policy_families"
+_FAMILIES: dict[str, Callable[..., Policy]] = {}
+
+
+def register_policy_family(prefix: str, factory: Callable[..., Policy]) -> None:
+    """Resolve every name ``<prefix>:<rest>`` with ``factory(rest, **params)``."""
+    if prefix in _FAMILIES:
+        raise ValueError(f"policy family {prefix!r} is already registered")
+    _FAMILIES[prefix] = factory
+
+
+def _family(prefix: str) -> Callable[..., Policy] | None:
+    if prefix not in _FAMILIES:
+        for ep in entry_points(group=FAMILY_ENTRY_POINTS, name=prefix):
+            _FAMILIES[prefix] = ep.load()
+            break
+    return _FAMILIES.get(prefix)
+
+
 def policy_names() -> list[str]:
     return sorted(_REGISTRY)
 
 
+def policy_families() -> list[str]:
+    """Prefixes of name families (``llm`` for ``llm:...``), registered or installed as entry points."""
+    return sorted({ep.name for ep in entry_points(group=FAMILY_ENTRY_POINTS)} | set(_FAMILIES))
+
+
 def make_policy(name: str, **params: Any) -> Policy:
     factory = _REGISTRY.get(name)
+    if factory is None and ":" in name:
+        prefix, _, rest = name.partition(":")
+        family = _family(prefix)
+        if family is not None:
+            return _build(family, params, rest)
     if factory is None:
-        raise ValueError(f"unknown policy {name!r}; known: {', '.join(policy_names())}")
+        families = "".join(f", {p}:..." for p in policy_families())
+        raise ValueError(f"unknown policy {name!r}; known: {', '.join(policy_names())}{families}")
+    return _build(factory, params)
+
+
+def _build(factory: Callable[..., Policy], params: dict[str, Any], *args: Any) -> Policy:
     try:
         accepted = inspect.signature(factory).parameters
     except (TypeError, ValueError):  # pragma: no cover - builtins without signatures
-        return factory(**params)
+        return factory(*args, **params)
     if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in accepted.values()):
-        return factory(**params)
-    return factory(**{k: v for k, v in params.items() if k in accepted})
+        return factory(*args, **params)
+    return factory(*args, **{k: v for k, v in params.items() if k in accepted})
 
 
-__all__ = ["ARCHETYPES", "BASELINES", "Policy", "make_policy", "policy_names", "register_policy"]
+__all__ = ["ARCHETYPES", "BASELINES", "FAMILY_ENTRY_POINTS", "Policy", "make_policy", "policy_families", "policy_names",
+           "register_policy", "register_policy_family"]

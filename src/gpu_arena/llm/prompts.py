@@ -1,0 +1,344 @@
+"""Prompts for language-model seats: the system prompt, one compact message per turn, and the
+conversation that grows by what is new.
+
+Everything rendered comes from the seat's own observation (a core ``SeatView`` or the wire
+``ArenaObservation``; both have the same field names), so a prompt can never show another lab's
+private values: a property test changes every other lab's job values and checks the rendering
+does not move.
+
+Turn messages are *complete for the present* and *incremental for the past*: every turn restates
+the current state (jobs, blocks with windows, market, offers, coalitions, labs, decision aids:
+BATNA, worth of each block and offer, best plan), because state can change in any way between
+rounds and a model should not have to replay deltas; the past (events, messages) is shown once,
+when it is new. The output is deterministic (fixed ordering and number formats) so snapshots and
+prefix caches hold.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+import re
+from collections import Counter
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from .tools import json_mode_instruction
+
+Mode = Literal["tools", "json"]
+MODES: tuple[str, ...] = ("tools", "json")
+
+_RULES = """\
+You negotiate for one AI lab in GPU Arena, a market of scarce GPU blocks. Goal: maximise your utility = value of your completed jobs - energy paid + money gained. Each round all labs act at once, one action each; then the clock ticks.
+
+Rules
+- A block has gpus over rounds [start,end) (GPU-h = gpus x rounds), a reliability and an energy cost per GPU-h. Trade, reserve or commit it only before its window starts; then it runs for the job it is allocated to, or idles.
+- A job (private) completes when its allocated blocks give its GPU-h, each ending by its deadline and meeting its reliability floor; partial credit pays part of the value. Jobs settle at their deadline.
+- Offers swap blocks and/or money ($) between two labs, settle atomically when accepted, stay open expires_in rounds; a counter-offer replaces the original.
+- A pooled job needs several labs: its owner proposes a coalition (members, committed blocks, value shares summing to 1); it forms when every member commits. Withdrawing committed blocks is a breach.
+- Shocks (failures, new supply, energy, reliability or deadline changes, emergency auctions) are announced when they happen. Auction pitches are judged against the truth.
+- Reputation (public) falls with breaches, invalid actions and spam (repeats). An invalid or unreadable action wastes your turn with a small penalty.
+
+Your decision aids: BATNA = your utility if you trade no more; worth = how much a block or offer would raise your position; best plan = the best allocation of what you hold (allocate_to_job with no arguments applies it, before windows start). Reward each round = the change of your position (scaled) + penalties."""
+
+_TOOLS_TAIL = "Act by calling exactly one of the provided tools per turn."
+
+
+def system_prompt(mode: Mode = "tools") -> str:
+    """The rules and the action space; the same for every seat and task (it caches well)."""
+    if mode not in MODES:
+        raise ValueError(f"mode must be one of {', '.join(MODES)}, got {mode!r}")
+    tail = _TOOLS_TAIL if mode == "tools" else json_mode_instruction()
+    return f"{_RULES}\n\n{tail}"
+
+
+def _num(x: float | None, spec: str = ".2f") -> str:
+    if x is None:
+        return "-"
+    text = format(x, spec)
+    return text[1:] if text.startswith("-") and float(text) == 0 else text  # no "-0.00" from float noise
+
+
+def _pct(x: float, *, up: bool = False) -> str:
+    """Whole percent, rounded so a comparison on screen never flatters: block reliabilities round
+    down and requirements up, so a block shown to meet a floor does meet it."""
+    v = round(x * 100, 6)
+    return f"{math.ceil(v) if up else math.floor(v)}%"
+
+
+def _signed(x: float) -> str:
+    text = format(x, "+.2f")
+    return "+0.00" if text == "-0.00" else text
+
+
+def _ids(ids: Iterable[str]) -> str:
+    items = list(ids)
+    return "[" + ", ".join(items) + "]" if items else "nothing"
+
+
+def _terms(blocks: list[str], money: float) -> str:
+    parts = [f"[{', '.join(blocks)}]"] if blocks else []
+    if money > 0:
+        parts.append(f"${_num(money)}")
+    return " + ".join(parts) or "nothing"
+
+
+_GONE = ("done", "idle", "failed")
+
+
+BLOCK_COLUMNS = "id gpus [start,end) GPU-h reliability energy/GPU-h, status if not free, worth to you if any"
+
+
+def _block_row(b: Any, *, own: bool) -> str:
+    """One block as a table row: ``id gpus [start,end) GPU-h rel energy`` then status and worth."""
+    row = f"{b.block_id} {b.gpu_count} [{b.start_round},{b.end_round}) {b.gpu_hours} {_pct(b.reliability)} {_num(b.energy_cost)}"
+    notes = [] if b.status == "free" else [b.status + (f"->{b.job_id}" if own and b.job_id else "")]
+    if own and b.reserved_for and not b.job_id:
+        notes.append(f"for {b.reserved_for}")
+    if b.coalition_id:
+        notes.append(f"in {b.coalition_id}")
+    if b.no_resale or b.must_allocate:
+        notes.append("no-resale")
+    if b.marginal_value is not None and abs(b.marginal_value) >= 0.005:  # no note: worth nothing to you
+        notes.append(f"worth {_num(b.marginal_value)}" + (f" for {b.best_job}" if b.best_job else ""))
+    return row + (", " + ", ".join(notes) if notes else "")
+
+
+def _result_line(obs: Any) -> str:
+    res = obs.last_action_result
+    if res.ok:
+        return f"Last action: ok{': ' + res.message if res.message else ''}"
+    return f"Last action: ERROR {res.code}: {res.message}"
+
+
+def _reward_line(obs: Any) -> str:
+    breakdown = getattr(obs, "reward_breakdown", None) or {}
+    parts = [f"{k.removesuffix('_score')} {v:+.4f}" for k, v in breakdown.items()
+             if k != "normalized_reward" and abs(v) >= 5e-5]
+    return f"Reward {(obs.reward or 0.0):+.4f}" + (f" ({', '.join(parts)})" if parts else "")
+
+
+@dataclass
+class RenderMemory:
+    """What earlier turns of this conversation already showed (events and messages, as multisets)."""
+
+    events: Counter[tuple[Any, ...]] = field(default_factory=Counter)
+    messages: Counter[tuple[Any, ...]] = field(default_factory=Counter)
+    turns: int = 0
+
+
+def _fresh(items: list[tuple[Any, ...]], seen: Counter[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
+    """Items not shown yet; updates ``seen``. Duplicates (the same message twice) count separately."""
+    now = Counter(items)
+    out: list[tuple[Any, ...]] = []
+    budget = {k: now[k] - seen.get(k, 0) for k in now}
+    for it in reversed(items):  # the newest copies of a repeated item are the new ones
+        if budget[it] > 0:
+            out.append(it)
+            budget[it] -= 1
+    out.reverse()
+    for k, n in now.items():
+        seen[k] = max(seen.get(k, 0), n)
+    return out
+
+
+def render_turn(obs: Any, memory: RenderMemory | None = None) -> str:
+    """One turn's message: the seat's complete current state, plus events and messages not yet shown.
+
+    ``memory`` (updated in place) remembers what earlier turns showed; without it everything
+    visible counts as new. Reads only ``obs`` (the seat's own view).
+    """
+    memory = memory if memory is not None else RenderMemory()
+    me = obs.controlled_lab_id
+    out = [f"[{obs.task}] Round {obs.round_index}/{obs.max_rounds}. You are {me}: budget {_num(obs.controlled_lab_budget)},"
+           f" reputation {_num(obs.controlled_lab_reputation)}."]
+    if memory.turns:
+        out.append(_result_line(obs))
+        out.append(_reward_line(obs))
+    out.append(f"BATNA {_num(obs.batna)}; surplus so far {_signed(obs.surplus_over_batna)}.")
+    out.append("Your jobs:")
+    for j in obs.private_jobs:
+        line = f"- {j.job_id}: {j.gpu_hours_required} GPU-h by round {j.deadline_round}, value {_num(j.value)}"
+        if j.min_reliability:
+            line += f", reliability>={_pct(j.min_reliability, up=True)}"
+        if j.partial_credit:
+            line += f", partial credit {_num(j.partial_credit)}"
+        line += f", has {j.assigned_hours} h, {j.status}"
+        if j.pooled:
+            line += " [pooled" + (f", {j.coalition_id} share {_num(j.share)}" if j.coalition_id else "") + "]"
+        if j.realized_value:
+            line += f", realised {_num(j.realized_value)}"
+        out.append(line)
+    live = [b for b in obs.owned_blocks if b.status not in _GONE]
+    out.append(f"Your blocks ({BLOCK_COLUMNS}):" if live else "Your blocks: none usable")
+    out += [_block_row(b, own=True) for b in live]
+    if obs.best_plan:
+        out.append("Best plan: " + "; ".join(f"{j} <- {', '.join(bs)}" for j, bs in sorted(obs.best_plan.items())))
+    market = obs.public_market
+    tradeable = [b for b in market.blocks if b.tradeable and b.owner != me]
+    if tradeable:
+        out.append(f"Blocks of other labs you can ask for ({BLOCK_COLUMNS}):")
+        owners = sorted({b.owner for b in tradeable})
+        for owner in owners:
+            out.append(f"{owner}: " + "; ".join(_block_row(b, own=False) for b in tradeable if b.owner == owner))
+    for a in market.auctions:
+        blk = next((b for b in market.blocks if b.block_id == a.block_id), None)
+        spec = f" ({blk.gpu_count} GPU [{blk.start_round},{blk.end_round}), worth {_num(blk.marginal_value)})" \
+            if blk is not None else ""
+        bids = ", ".join(f"{p.lab_id} {_num(p.bid)}" + (f" score {_num(p.score)}" if p.score is not None else "")
+                         for p in a.pitches) or "none"
+        winner = f", won by {a.winner} at {_num(a.price)}" if a.winner else ""
+        out.append(f"Auction {a.auction_id} for {a.block_id}{spec}: {a.status}, closes round {a.close_round};"
+                   f" pitches: {bids}{winner}")
+    for p in market.pooled_jobs:
+        if p.status == "open":
+            out.append(f"Pooled call: {p.owner}'s {p.job_id} needs {p.gpu_hours_required} GPU-h by round"
+                       f" {p.deadline_round}, reliability>={_pct(p.min_reliability, up=True)}")
+    if obs.active_offers:
+        out.append("Open offers:")
+    for o in obs.active_offers:
+        incoming = o.direction == "incoming"
+        you_get, you_give = (o.block_ids, o.requested_block_ids) if incoming else (o.requested_block_ids, o.block_ids)
+        money_in = o.payment if incoming else o.requested_payment
+        money_out = o.requested_payment if incoming else o.payment
+        who = f"from {o.sender}" if incoming else f"to {o.target}"
+        line = (f"- {o.offer_id} {who}: you get {_terms(you_get, money_in)}, you give {_terms(you_give, money_out)};"
+                f" open until round {o.expires_round - 1}; worth {_signed(o.value_to_me)} to you")
+        conds = [k for k, v in sorted(o.conditions.items()) if v]
+        if conds:
+            line += f"; conditions {', '.join(conds)}"
+        if o.parent_offer_id:
+            line += f"; counters {o.parent_offer_id}"
+        out.append(line)
+    if obs.active_coalitions:
+        out.append("Coalitions:")
+    for c in obs.active_coalitions:
+        line = (f"- {c.coalition_id} ({c.status}) by {c.proposer} for {c.job_id}: {c.gpu_hours_required} GPU-h by round"
+                f" {c.deadline_round}; members {', '.join(c.members)}; consented {', '.join(c.consented) or 'none'}")
+        if c.commitments:
+            line += "; commits " + "; ".join(f"{m} {_ids(bs)}" for m, bs in sorted(c.commitments.items()))
+        if c.shares:
+            line += "; shares " + ", ".join(f"{m} {_num(s)}" for m, s in sorted(c.shares.items()))
+        if c.payment:
+            line += f"; pool payment {_num(c.payment)}"
+        if c.status == "proposed":
+            line += f"; open until round {c.expires_round - 1}"
+        if c.breaches:
+            line += f"; breached by {', '.join(c.breaches)}"
+        out.append(line)
+    out.append("Labs: " + "; ".join(
+        f"{x.lab_id}{' (you)' if x.lab_id == me else ''} budget {_num(x.budget)} rep {_num(x.reputation)}"
+        f" {x.n_blocks} blocks" + (" finished" if x.finished else "") for x in obs.visible_labs))
+    events = _fresh([(e.round_index, e.kind, e.text) for e in market.events], memory.events)
+    if events:
+        out.append("News: " + "; ".join(f"r{r} {text}" for r, _kind, text in events))
+    msgs = _fresh([(m.round_index, m.sender, m.target, m.text) for m in obs.message_history], memory.messages)
+    for r, sender, target, text in msgs:
+        if sender == me:
+            continue  # the seat's own words are already in its own replies
+        out.append(f"Message r{r} {sender}->{'you' if target == me else 'all'}: {text}")
+    if getattr(obs, "done", False):
+        out.append("The episode is over.")
+    memory.turns += 1
+    return "\n".join(out)
+
+
+class Conversation:
+    """One seat's chat transcript for one episode, in OpenAI chat format (list of message dicts).
+
+    ``observe(obs)`` appends what is new: in ``tools`` mode, after an assistant tool call, the new
+    turn is that call's ``tool`` message (the action's result and the new state, as TRL's
+    tool-calling environments do); otherwise a ``user`` message. ``reply(...)`` appends the
+    assistant's answer. Earlier messages are never rewritten, so the transcript is a valid SFT
+    sample and a stable prefix for KV caches.
+
+    ``messages()`` returns what to send: the system prompt plus, with ``max_turns``, only the last
+    ``max_turns`` exchanges (each turn restates the full state, so older turns only hold past
+    news). Not thread-safe: one conversation belongs to one seat of one episode.
+    """
+
+    def __init__(self, mode: Mode = "tools", *, system: str | None = None, max_turns: int | None = None) -> None:
+        if mode not in MODES:
+            raise ValueError(f"mode must be one of {', '.join(MODES)}, got {mode!r}")
+        if max_turns is not None and max_turns < 1:
+            raise ValueError("max_turns must be at least 1")
+        self.mode: Mode = mode
+        self.max_turns = max_turns
+        self.memory = RenderMemory()
+        self.transcript: list[dict[str, Any]] = [{"role": "system", "content": system or system_prompt(mode)}]
+        self._pending_call: dict[str, Any] | None = None
+        self.last_round: int | None = None
+
+    @property
+    def turns(self) -> int:
+        return self.memory.turns
+
+    def observe(self, obs: Any) -> dict[str, Any]:
+        """Append the turn message for ``obs`` and return it."""
+        text = render_turn(obs, self.memory)
+        if self._pending_call is not None:
+            msg = {"role": "tool", "tool_call_id": self._pending_call["id"],
+                   "name": self._pending_call["function"]["name"], "content": text}
+        else:
+            msg = {"role": "user", "content": text}
+        self._pending_call = None
+        self.last_round = obs.round_index
+        self.transcript.append(msg)
+        return msg
+
+    def reply(self, content: str | None, tool_calls: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+        """Append the assistant's answer. Only the first tool call is kept: one action per round,
+        and chat APIs require a tool result for every call in the history."""
+        msg: dict[str, Any] = {"role": "assistant", "content": content or ""}
+        if tool_calls and self.mode == "tools":
+            call = copy.deepcopy(tool_calls[0])
+            call.setdefault("id", f"call_{self.turns}")
+            call.setdefault("type", "function")
+            msg["tool_calls"] = [call]
+            self._pending_call = call
+        self.transcript.append(msg)
+        return msg
+
+    def messages(self) -> list[dict[str, Any]]:
+        """The request: system prompt + the kept turns (copies)."""
+        body = self.transcript[1:]
+        if self.max_turns is not None:
+            starts = [i for i, m in enumerate(body) if m["role"] in ("user", "tool")]
+            if len(starts) > self.max_turns:
+                body = body[starts[-self.max_turns]:]
+        out = [dict(self.transcript[0])] + [copy.deepcopy(m) for m in body]
+        if len(out) > 1 and out[1]["role"] == "tool":  # its assistant call was cut: show it as a user turn
+            out[1] = {"role": "user", "content": out[1]["content"]}
+        return out
+
+
+# cl100k-style pre-tokenisation: contractions, letter runs (with one leading non-letter), 1-3
+# digit groups, punctuation runs, newlines, spaces. Every piece is at least one BPE token and on
+# this kind of text (common words, short ids, numbers) most pieces are exactly one.
+_PRETOKEN = re.compile(r"'(?:s|t|re|ve|m|ll|d)|[^\r\n\w]?[^\W\d_]+|_[^\W\d_]*|\d{1,3}| ?[^\s\w]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+")
+
+
+def estimate_tokens(text: str) -> int:
+    """An estimate of a typical BPE tokenizer's count (GPT-4's cl100k family): the number of its
+    pre-tokenisation pieces. Offline, no vocabulary needed; a close lower bound on arena text."""
+    return len(_PRETOKEN.findall(text))
+
+
+def estimate_request_tokens(messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None) -> int:
+    """Estimated prompt tokens of a chat request: contents, tool-call arguments, tool schemas and
+    about 4 tokens of chat-template framing per message."""
+    import json
+
+    n = 0
+    for m in messages:
+        n += 4 + estimate_tokens(str(m.get("content") or ""))
+        for call in m.get("tool_calls") or []:
+            n += estimate_tokens(json.dumps(call.get("function", {})))
+    if tools:
+        n += estimate_tokens(json.dumps(tools))
+    return n
+
+
+__all__ = ["MODES", "Conversation", "Mode", "RenderMemory", "estimate_request_tokens", "estimate_tokens",
+           "render_turn", "system_prompt"]
