@@ -114,45 +114,37 @@ class RuleExpertPolicy(Negotiator):
         return Action("allocate_to_job", block_ids=tuple(due))
 
     def buy(self, obs: Any) -> Action | None:
-        """Bid for a bundle: every block one owner holds that is worth something to it, climbing a
-        price ladder on each try, with up to three bids open at once (one per owner) and blocks it
-        cannot use as sweeteners. The owner whose blocks must be bought soonest comes first: a
-        block opening in two rounds can only be bought by an offer made now."""
+        """Bid for one block worth something to it, climbing a price ladder on each try, with up to
+        three bids open at once (one per owner) and blocks it cannot use as sweeteners. Blocks that
+        must be bought now come first: a block opening in two rounds can only be bought by an offer
+        made now; then the most valuable."""
         me, r = obs.controlled_lab_id, obs.round_index
         outgoing = [o for o in obs.active_offers if o.direction == "outgoing"]
         if len(outgoing) >= self.MAX_OPEN:
             return None
         pending = {b for o in outgoing for b in o.requested_block_ids}
         busy = {o.target for o in outgoing}
-        by_owner: dict[str, list[Any]] = {}
-        for b in obs.public_market.blocks:
-            if (b.tradeable and b.owner not in (None, me) and b.owner not in busy
-                    and (b.marginal_value or 0) > 0.5 and b.start_round >= r + 2
-                    and b.block_id not in pending and self.asked.get(b.block_id, 0) < len(self.SCHEDULE)
-                    and not self.refuses(obs, b.owner or "")):
-                by_owner.setdefault(b.owner, []).append(b)
-        if not by_owner:
+        wanted = [b for b in obs.public_market.blocks
+                  if b.tradeable and b.owner not in (None, me) and b.owner not in busy
+                  and (b.marginal_value or 0) > 0.5 and b.start_round >= r + 2
+                  and b.block_id not in pending and self.asked.get(b.block_id, 0) < len(self.SCHEDULE)
+                  and not self.refuses(obs, b.owner or "")]
+        if not wanted:
             return None
-        # now-or-never blocks first (opening in two rounds), then the most valuable
-        block = min((b for bs in by_owner.values() for b in bs),
-                    key=lambda b: (b.start_round > r + 2, -(b.marginal_value or 0), b.block_id))
-        owner, bundle = block.owner, [block]
-        tries = max(self.asked.get(b.block_id, 0) for b in bundle)
-        key = ",".join(b.block_id for b in bundle)
-        for b in bundle:
-            self.asked[b.block_id] = tries + 1
-        value = sum(b.marginal_value or 0 for b in bundle)
-        price = self.cents(value * self.SCHEDULE[tries], obs.controlled_lab_budget)
-        if tries and price <= self.last_price.get(key, -1.0):
+        block = min(wanted, key=lambda b: (b.start_round > r + 2, -(b.marginal_value or 0), b.block_id))
+        tries = self.asked.get(block.block_id, 0)
+        self.asked[block.block_id] = tries + 1
+        price = self.cents((block.marginal_value or 0) * self.SCHEDULE[tries], obs.controlled_lab_budget)
+        if tries and price <= self.last_price.get(block.block_id, -1.0):
             return None  # cannot raise the bid (budget): asking again would only be spam
-        self.last_price[key] = price
+        self.last_price[block.block_id] = price
         used = {b for o in outgoing for b in o.block_ids}
         spare = tuple(b.block_id for b in obs.owned_blocks if b.tradeable and (b.marginal_value or 0) <= 0
                       and not b.no_resale and b.block_id not in used)[:2]
         if price <= 0 and not spare:
             return None
-        return Action("send_offer", target_lab_id=owner, requested_block_ids=tuple(b.block_id for b in bundle),
-                      block_ids=spare, payment=price, job_id=self.fitting_job(obs, bundle[0]), expires_in=2)
+        return Action("send_offer", target_lab_id=block.owner, requested_block_ids=(block.block_id,),
+                      block_ids=spare, payment=price, job_id=self.fitting_job(obs, block), expires_in=2)
 
     def sell(self, obs: Any) -> Action | None:
         """Offer a block it cannot use (worth 0 to it) to a lab that might, for a modest price."""

@@ -3,7 +3,6 @@ task API, finished episodes recorded as replays, and a hard stop once a session 
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import threading
 import time
@@ -12,6 +11,7 @@ from typing import Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from ..core.engine import action_to_dict
 from ..core.policy import Policy
 from ..core.rules import AWARD_RULES
 from ..core.tasks import task_params
@@ -298,15 +298,10 @@ class ServedArenaEnv(GpuArenaEnv):
 
 
 def action_dict(action: Action | RejectedAction) -> dict[str, Any]:
-    """A core action as the wire JSON a client would send (defaults left out), for display."""
+    """A core action as the transcript records it (defaults left out), for display."""
     if isinstance(action, RejectedAction):
         return {"rejected": action.code, "message": action.message}
-    out: dict[str, Any] = {}
-    for f in dataclasses.fields(action):
-        value = getattr(action, f.name)
-        if f.name == "action_type" or value not in (None, (), {}, [], ""):
-            out[f.name] = list(value) if isinstance(value, tuple) else value
-    return out
+    return action_to_dict(action)
 
 
 __all__ = ["ResetArgs", "ServedArenaEnv", "action_dict", "parse_reset_args", "task_spec"]
