@@ -13,7 +13,7 @@ PYTEST_WORKERS ?= 2
 $(STAMP): pyproject.toml constraints.txt
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[dev,llm]'
+	$(PY) -m pip install --quiet -e '.[dev,llm,train]'
 	@touch $(STAMP)
 
 # the dashboard's browser tests drive Debian's chromium (Playwright's own download is not needed)
@@ -39,6 +39,7 @@ bench: install
 	$(PY) bench/bench_core.py
 	$(PY) bench/bench_eval.py
 	$(PY) bench/bench_server.py
+	$(PY) bench/bench_llm.py
 
 lint: install
 	$(VENV)/bin/ruff check src tests bench

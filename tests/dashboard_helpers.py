@@ -12,9 +12,11 @@ EVAL_TASKS = ("single_trade", "market_round")
 SEEDS = (0, 1, 2)
 
 
-def store_eval_run(db: Path, split: str = "holdout") -> int:
-    """Evaluate :data:`POLICIES` on :data:`EVAL_TASKS` and save the run as ``gpu-arena eval`` does."""
-    results = run_evaluation(list(POLICIES), list(EVAL_TASKS), split, list(SEEDS), workers=1)
+def store_eval_run(db: Path, split: str = "holdout", *, keep_replays: bool = False) -> int:
+    """Evaluate :data:`POLICIES` on :data:`EVAL_TASKS` and save the run as ``gpu-arena eval`` does
+    (with ``keep_replays``, as ``gpu-arena eval --replays`` does)."""
+    results = run_evaluation(list(POLICIES), list(EVAL_TASKS), split, list(SEEDS), workers=1,
+                             keep_replays=keep_replays)
     con = connect(db)
     try:
         args = {"policies": list(POLICIES), "tasks": list(EVAL_TASKS), "split": split, "seeds": len(SEEDS)}

@@ -28,7 +28,7 @@ TIMEOUT_MS = 30_000
 @pytest.fixture(scope="module")
 def base_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     tmp = tmp_path_factory.mktemp("dash")
-    store_eval_run(tmp / "arena.db", "holdout")
+    store_eval_run(tmp / "arena.db", "holdout", keep_replays=True)
     with running_server(settings_for(tmp)) as url:
         yield url
 
@@ -133,4 +133,292 @@ def test_phone_width_has_no_sideways_scroll(page: Any) -> None:
     overflow = page.evaluate("document.documentElement.scrollWidth - document.documentElement.clientWidth")
     assert overflow <= 0
     shot(page, "phone")
+    assert page.problems == []
+
+
+# ---------------------------------------------------------------------------------- Play, Replays, Judge, Reference
+
+
+def _api(base_url: str, path: str) -> Any:
+    r = httpx.get(base_url + path)
+    assert r.status_code == 200, r.text
+    return r.json()
+
+
+def _number(page: Any, selector: str) -> float:
+    return float(page.get_attribute(selector, "data-value"))
+
+
+def _take_seat(page: Any, task: str = "single_trade", seed: int = 4) -> str:
+    page.select_option("#play-task", task)
+    page.fill("#play-seed", str(seed))
+    page.select_option("#play-opponents", "archetypes")
+    page.click("#play-new")
+    page.wait_for_selector("#play-submit:not([disabled])")
+    return str(page.get_attribute("#play-body", "data-session-id"))
+
+
+def _play_move(page: Any, moves_before: int) -> None:
+    page.click("#play-submit")
+    page.wait_for_selector(f"#play-moves tbody tr:nth-child({moves_before + 1})")
+    page.wait_for_selector("#play-submit:not([disabled])")
+
+
+def test_play_three_moves_change_the_observation_and_the_reward(page: Any, base_url: str) -> None:
+    sid = _take_seat(page)
+
+    def server() -> dict[str, Any]:
+        return _api(base_url, f"/api/sessions/{sid}")
+
+    def shown_matches(view: dict[str, Any]) -> None:
+        obs = view["observation"]
+        assert _number(page, "#play-reward") == pytest.approx(view["reward"], abs=1e-12)
+        assert _number(page, "#play-round") == obs["round_index"]
+        assert _number(page, "#play-budget") == pytest.approx(obs["controlled_lab_budget"], abs=1e-9)
+        assert _number(page, "#play-surplus") == pytest.approx(obs["surplus_over_batna"], abs=1e-9)
+
+    start = server()["observation"]
+    assert _number(page, "#play-round") == start["round_index"]
+    penalty = next(c for c in _api(base_url, "/api/reference/reward")["columns"] if c["name"] == "invalid_action_penalty")
+    # 1. accept an offer without naming one: refused, shown as an error, penalised
+    page.select_option("#play-action-type", "accept_offer")
+    _play_move(page, 0)
+    first = server()
+    assert first["observation"]["last_action_result"]["code"] == "missing_field"
+    assert "error" in page.get_attribute("#play-result", "class") and "missing_field" in page.inner_text("#play-result")
+    assert first["reward"] == pytest.approx(penalty["each"])
+    shown_matches(first)
+    # 2. reserve the block worth most to its job (choices are the observation's own blocks and jobs)
+    block = max(first["observation"]["owned_blocks"], key=lambda b: b["marginal_value"] or 0)
+    page.select_option("#play-action-type", "reserve_capacity")
+    page.check(f"#play-f-block_ids-{block['block_id']}")
+    _play_move(page, 1)
+    second = server()
+    assert second["observation"]["last_action_result"]["ok"], second["observation"]["last_action_result"]
+    reserved = {b["block_id"]: b["status"] for b in second["observation"]["owned_blocks"]}
+    assert reserved[block["block_id"]] == "reserved"
+    assert block["block_id"] in page.inner_text("#play-observation") and "reserved" in page.inner_text("#play-observation")
+    shown_matches(second)
+    # 3. accept the offer an opponent sent meanwhile (the form offers the incoming ones)
+    incoming = [o for o in second["observation"]["active_offers"] if o["direction"] == "incoming"]
+    assert incoming, "the world's opponent makes an offer by round 2 in this seed"
+    page.select_option("#play-action-type", "accept_offer")
+    assert page.input_value("#play-f-offer_id") == incoming[0]["offer_id"]
+    _play_move(page, 2)
+    third = server()
+    assert third["observation"]["last_action_result"]["ok"] and "ok" in page.get_attribute("#play-result", "class")
+    shown_matches(third)
+    rewards = [first["reward"], second["reward"], third["reward"]]
+    assert third["reward"] > 0 and len(set(rewards)) == 3
+    assert [start["round_index"] + i for i in (1, 2, 3)] == [v["observation"]["round_index"] for v in (first, second, third)]
+    assert _number(page, "#play-cumulative") == pytest.approx(sum(rewards), abs=1e-12)
+    assert third["observation"]["controlled_lab_budget"] != second["observation"]["controlled_lab_budget"]
+    assert page.locator("#play-breakdown rect").count() == 11
+    shot(page, "play")
+    assert page.problems == []
+
+
+def test_two_browsers_never_share_an_episode(browser: Any, page: Any, base_url: str) -> None:
+    other_context = browser.new_context(viewport={"width": 1280, "height": 900})
+    other = other_context.new_page()
+    try:
+        other.goto(base_url + "/")
+        other.wait_for_selector("body[data-ready=true]")
+        mine, theirs = _take_seat(page), _take_seat(other)
+        assert mine != theirs
+        page.select_option("#play-action-type", "wait")
+        _play_move(page, 0)
+        assert _api(base_url, f"/api/sessions/{mine}")["step_count"] == 1
+        assert _api(base_url, f"/api/sessions/{theirs}")["step_count"] == 0
+        assert other.locator("#play-moves tbody tr").count() == 0 and _number(other, "#play-round") == 0
+    finally:
+        other_context.close()
+    assert page.problems == []
+
+
+def _choose_replay(page: Any, base_url: str, task: str, seed: int, policy: str) -> str:
+    ref = _api(base_url, f"/api/episodes?task={task}&seed={seed}&policy={policy}")["episodes"][0]["ref"]
+    page.select_option("#replay-a-episode", ref)
+    page.wait_for_selector(f"#replay-a-body[data-ref='{ref}']")
+    return str(ref)
+
+
+def _frame_shown(page: Any, pane: str, frame: dict[str, Any]) -> None:
+    assert int(page.get_attribute(f"#replay-{pane}-body", "data-step")) == frame["step"]
+    assert _number(page, f"#replay-{pane}-round") == frame["round_index"]
+    assert _number(page, f"#replay-{pane}-cumulative") == pytest.approx(frame["cumulative"], abs=1e-12)
+    assert _number(page, f"#replay-{pane}-budget") == pytest.approx(frame["observation"]["controlled_lab_budget"], abs=1e-9)
+    if frame["reward"] is None:
+        assert page.get_attribute(f"#replay-{pane}-reward", "data-value") is None
+    else:
+        assert _number(page, f"#replay-{pane}-reward") == pytest.approx(frame["reward"], abs=1e-12)
+
+
+def test_a_replay_scrubs_and_compares_two_episodes_of_one_world(page: Any, base_url: str) -> None:
+    ref = _choose_replay(page, base_url, "market_round", 1, "rule_expert")
+    data = _api(base_url, f"/api/episodes/{ref}/frames")
+    _frame_shown(page, "a", data["frames"][0])
+    page.focus("#replay-a-range")
+    page.keyboard.press("ArrowRight")
+    _frame_shown(page, "a", data["frames"][1])
+    page.keyboard.press("End")
+    _frame_shown(page, "a", data["frames"][-1])
+    assert _number(page, "#replay-a-cumulative") == pytest.approx(data["episode_return"], abs=1e-12)
+    page.keyboard.press("Home")
+    _frame_shown(page, "a", data["frames"][0])
+    page.click("#replay-a-next")
+    page.click("#replay-a-next")
+    _frame_shown(page, "a", data["frames"][2])
+    # B: another stored episode of the same world, moved along with A
+    b_ref = page.get_attribute("#replay-b-body", "data-ref")
+    same_world = _api(base_url, "/api/episodes?task=market_round&split=holdout&seed=1")["episodes"]
+    assert b_ref in {e["ref"] for e in same_world} - {ref}
+    b = _api(base_url, f"/api/episodes/{b_ref}/frames")
+    assert (b["task"], b["seed"], b["policy"]) == ("market_round", 1, "no_negotiation")
+    _frame_shown(page, "b", b["frames"][2])
+    shot(page, "replays")
+    assert page.problems == []
+
+
+def test_fork_a_replay_and_play_on(page: Any, base_url: str) -> None:
+    ref = _choose_replay(page, base_url, "single_trade", 2, "rule_expert")
+    frame = _api(base_url, f"/api/episodes/{ref}/frames")["frames"][1]
+    page.click("#replay-a-next")
+    page.click("#replay-a-fork")
+    page.wait_for_selector("#play-status:has-text('Forked from')")
+    page.wait_for_selector("#play-submit:not([disabled])")
+    sid = page.get_attribute("#play-body", "data-session-id")
+    view = _api(base_url, f"/api/sessions/{sid}")
+    assert view["step_count"] == 1 and view["observation"]["round_index"] == frame["round_index"]
+    assert _number(page, "#play-round") == frame["round_index"]
+    assert _number(page, "#play-cumulative") == pytest.approx(frame["cumulative"], abs=1e-12)
+    page.select_option("#play-action-type", "wait")
+    _play_move(page, 0)
+    after = _api(base_url, f"/api/sessions/{sid}")
+    assert after["step_count"] == 2 and _number(page, "#play-round") == after["observation"]["round_index"]
+    assert _number(page, "#play-cumulative") == pytest.approx(frame["cumulative"] + after["reward"], abs=1e-12)
+    assert page.problems == []
+
+
+def test_judge_mode_shows_each_pitch_score_and_reasons(page: Any, base_url: str) -> None:
+    page.select_option("#judge-task", "market_round")
+    page.fill("#judge-seed", "16")  # three labs pitch for the block in this world
+    page.click("#judge-run")
+    page.wait_for_selector("#judge-body[data-ref]:not([hidden])")
+    ref = page.get_attribute("#judge-body", "data-ref")
+    assert len(ref) == 32  # a served episode, just played
+    auctions = _api(base_url, f"/api/episodes/{ref}/frames")["frames"][-1]["auctions"]
+    pitches = [p for a in auctions for p in a["pitches"].values()]
+    assert len(pitches) >= 2
+    rows = page.locator("#judge-auctions tr[data-lab]")
+    assert rows.count() == len(pitches)
+    for i, p in enumerate(pitches):
+        row = rows.nth(i)
+        assert row.get_attribute("data-lab") == p["lab_id"]
+        assert float(row.locator("td.score").get_attribute("data-value")) == pytest.approx(p["score"], abs=1e-12)
+        assert row.locator("ul.reasons li").count() == len(p["reasons"])
+    assert any(a["winner"] and a["winner"] in page.inner_text("#judge-outcome") for a in auctions)
+    shot(page, "judge")
+    page.click("#judge-open")  # the same episode, step by step
+    page.wait_for_selector(f"#replay-a-body[data-ref='{ref}']")
+    assert page.evaluate("document.activeElement.id") == "replay-a-range"
+    assert page.problems == []
+
+
+def test_reference_and_training_come_from_the_api(page: Any, base_url: str) -> None:
+    reward = _api(base_url, "/api/reference/reward")
+    names = page.locator("#ref-reward-table tbody tr td:first-child").all_inner_texts()
+    assert names == [c["name"] for c in reward["columns"]]
+    spam = next(c for c in reward["columns"] if c["name"] == "spam_penalty")
+    assert f"{spam['each']} each, at most {spam['cap']}" in page.inner_text("#ref-reward-table")
+    actions = _api(base_url, "/api/reference/actions")
+    assert page.locator("#ref-actions-table tbody tr").count() == len(actions["action_types"]) == 14
+    sft = _api(base_url, "/api/reference/sft-sample")
+    assert sft["dataset"] is None and sft["command"] in page.inner_text("#ref-sft")
+    links = page.locator("#ref-artifact-list a")
+    assert links.count() == len(_api(base_url, "/api/artifacts")["artifacts"]) == 3
+    for href in links.evaluate_all("els => els.map(e => e.getAttribute('href'))"):
+        assert httpx.get(base_url + href).status_code == 200, href
+    assert page.locator("#ref-examples pre").count() == len(_api(base_url, "/api/reference/examples")["examples"])
+    assert page.get_attribute("#ref-docs-link", "href") == "/docs"
+    training = _api(base_url, "/api/overview")["training"]
+    assert training["message"] in page.inner_text("#training-status")
+    assert page.locator("#training-commands code").all_inner_texts() == training["commands"]
+    shot(page, "reference")
+    assert page.problems == []
+
+
+UNNAMED_CONTROLS = """() => [...document.querySelectorAll('main input, main select, main button, main textarea')]
+  .filter((el) => el.offsetParent !== null)
+  .filter((el) => !((el.labels && el.labels.length) || el.getAttribute('aria-label') || el.getAttribute('aria-labelledby')
+                    || (el.tagName === 'BUTTON' && el.textContent.trim())))
+  .map((el) => el.id || el.outerHTML.slice(0, 80))"""
+
+# WCAG 2 contrast of every visible text element against its nearest opaque background
+LOW_CONTRAST = """() => {
+  const rgb = (s) => (s.match(/[\\d.]+/g) || []).map(Number);
+  const lum = ([r, g, b]) => { const f = (c) => { c /= 255; return c <= 0.03928 ? c / 12.92 : ((c + 0.055) / 1.055) ** 2.4; };
+    return 0.2126 * f(r) + 0.7152 * f(g) + 0.0722 * f(b); };
+  const bg = (el) => { for (let e = el; e; e = e.parentElement) { const c = rgb(getComputedStyle(e).backgroundColor);
+    if (c.length === 3 || (c.length === 4 && c[3] > 0.99)) return c.slice(0, 3); } return [255, 255, 255]; };
+  const bad = [];
+  for (const el of document.querySelectorAll('body *')) {
+    if (el.closest('svg') || el.offsetParent === null) continue;
+    if (![...el.childNodes].some((n) => n.nodeType === 3 && n.textContent.trim())) continue;
+    const st = getComputedStyle(el);
+    const a = lum(rgb(st.color)), b = lum(bg(el));
+    const ratio = (Math.max(a, b) + 0.05) / (Math.min(a, b) + 0.05);
+    const size = parseFloat(st.fontSize), bold = Number(st.fontWeight) >= 700;
+    const need = size >= 24 || (bold && size >= 18.66) ? 3 : 4.5;
+    if (ratio < need) bad.push(`${el.tagName}#${el.id}.${el.className}: ${ratio.toFixed(2)} '${el.textContent.trim().slice(0, 30)}'`);
+  }
+  return bad;
+}"""
+
+
+def test_keyboard_labels_focus_and_contrast(page: Any, base_url: str) -> None:
+    # the setup form in tab order, then Enter takes the seat
+    page.focus("#play-task")
+    order = []
+    for _ in range(6):
+        page.keyboard.press("Tab")
+        order.append(page.evaluate("document.activeElement.id"))
+    assert order == ["play-split", "play-seed", "play-seat", "play-opponents", "play-judge", "play-new"]
+    outline = page.evaluate("getComputedStyle(document.activeElement).outlineWidth")
+    assert outline == "3px"  # a visible focus ring
+    page.keyboard.press("Enter")
+    page.wait_for_selector("#play-submit:not([disabled])")
+    # to the move form by keyboard, pick "wait" by typing, submit with Enter
+    for _ in range(3):
+        page.keyboard.press("Tab")
+        if page.evaluate("document.activeElement.id") == "play-action-type":
+            break
+    assert page.evaluate("document.activeElement.id") == "play-action-type"
+    page.keyboard.type("wait")
+    assert page.input_value("#play-action-type") == "wait"
+    page.keyboard.press("Tab")
+    assert page.evaluate("document.activeElement.id") == "play-submit"
+    page.keyboard.press("Enter")
+    page.wait_for_selector("#play-moves tbody tr")
+    sid = page.get_attribute("#play-body", "data-session-id")
+    assert _api(base_url, f"/api/sessions/{sid}")["step_count"] == 1
+    # every control has a name, and every text is readable
+    page.select_option("#play-action-type", "form_coalition")  # the widest form: checkboxes, shares, flags
+    assert page.evaluate(UNNAMED_CONTROLS) == []
+    page.click("#replay-a-next")  # an error-free replay pane with its round table
+    assert page.evaluate(LOW_CONTRAST) == []
+    assert page.problems == []
+
+
+def test_new_sections_fit_a_phone(page: Any, base_url: str) -> None:
+    page.set_viewport_size({"width": 390, "height": 844})
+    _take_seat(page)
+    page.select_option("#play-action-type", "send_offer")
+    page.click("#replay-a-next")
+    page.click("#judge-run")
+    page.wait_for_selector("#judge-body[data-ref]:not([hidden])")
+    overflow = page.evaluate("document.documentElement.scrollWidth - document.documentElement.clientWidth")
+    assert overflow <= 0
+    shot(page, "phone-sections")
+    assert page.evaluate(LOW_CONTRAST) == []
     assert page.problems == []

@@ -29,6 +29,7 @@ SCRIPTS = {
     "json": '{"action_type": "allocate_to_job"}',
     "tool": '<tool_call>{"name": "allocate_to_job", "arguments": {}}</tool_call>',
     "malformed": '```json\n{"action_type": "send_offer", "payment": 12,\n```',
+    "verdict": '{"lab_0": {"score": 9, "reason": "states its hours and deadline"}, "lab_1": {"score": 2, "reason": "vague"}}',
 }
 
 
@@ -183,3 +184,74 @@ def test_play_command_with_llm_seats(models: dict[str, str]) -> None:
                                    "--opponents", f"llm:hf:{models['random']}?max_tokens=8"])
     assert out.exit_code == 0, out.output
     assert "lab_0 says" in out.output and "LLM ledgers" in out.output and "allocate_to_job" in out.output
+
+
+def test_llm_judge_through_the_server(models: dict[str, str], server: str) -> None:
+    """The judge is a real model behind the real server; the truth checks and the bound still rule."""
+    from gpu_arena.core.engine import Episode
+    from gpu_arena.llm.judge import LLMJudge
+    from test_llm_judge import FALSE, NONE, TRUE, judged_world
+
+    judge = LLMJudge(server, models["verdict"], max_tokens=64, timeout=60)
+    # equally true pitches: the rule judge ties them (the higher bid, lab_1, would win); the model picks lab_0
+    w, _ = judged_world(TRUE, TRUE, bid_0=3.0, bid_1=5.0)
+    ep = Episode(w, controlled=(), judge=judge)
+    ep.step({})
+    ep.step({})
+    a = w.auctions["a_1"]
+    assert a.winner == "lab_0"
+    assert f"judge {judge.name} 9.0/10, +0.080: states its hours and deadline" in a.pitches["lab_0"].reasons
+    assert ep.transcript[1]["judge"]["a_1"]["scores"] == {"lab_0": 0.9, "lab_1": 0.2}
+    # a lie still loses to no claim although the model scores the liar 9 and the other 2
+    w, _ = judged_world(FALSE, NONE)
+    ep = Episode(w, controlled=(), judge=judge)
+    ep.step({})
+    ep.step({})
+    assert w.auctions["a_1"].winner == "lab_1"
+    led = judge.ledger
+    assert led.calls == 2 and led.failures == 0 and led.format_errors == 0 and led.estimated_calls == 0
+    assert led.prompt_tokens > 200 and led.model_s > 0
+    # a babbling model: its verdict is malformed, the rule judge decides alone and says why
+    babbler = LLMJudge(server, models["random"], max_tokens=24, timeout=60)
+    w, _ = judged_world(TRUE, NONE)
+    ep = Episode(w, controlled=(), judge=babbler)
+    ep.step({})
+    ep.step({})
+    assert w.auctions["a_1"].winner == "lab_0"
+    assert "fallback" in ep.transcript[1]["judge"]["a_1"] and babbler.ledger.format_errors == 1
+    assert w.auctions["a_1"].pitches["lab_1"].reasons[-1].endswith("rule judge only")
+
+
+def test_eval_with_an_llm_opponent_and_an_llm_judge_records_the_ledgers(models: dict[str, str], server: str,
+                                                                      tmp_path: Path) -> None:
+    import json
+
+    from typer.testing import CliRunner
+
+    from gpu_arena.cli import app
+    from gpu_arena.evaluation.replay import read_jsonl, replay_episode
+    from gpu_arena.evaluation.store import connect, latest_run, load_usage
+
+    opponent = f"llm:openai:{models['json']}@{server}?mode=json&max_tokens=16"
+    judge = f"llm:openai:{models['verdict']}@{server}?max_tokens=64"
+    out, db, replays = tmp_path / "r.json", tmp_path / "a.db", tmp_path / "replays.jsonl"
+    res = CliRunner().invoke(app, ["eval", "--policies", "rule_expert", "--tasks", "single_trade", "--seeds", "1",
+                                   "--seed-start", "1", "--split", "train", "--workers", "1", "--opponents", opponent,
+                                   "--judge", judge, "--out", str(out), "--db", str(db), "--replays", str(replays)])
+    assert res.exit_code == 0, res.output
+    data = json.loads(out.read_text())
+    assert data["args"]["opponents"] == opponent and data["args"]["judge"] == judge
+    rows = {r["role"]: r for r in data["llm_usage"]}
+    record = next(read_jsonl(replays))
+    steps = len(record["transcript"])  # one opponent call per round
+    opp = rows["opponent"]
+    assert opp["agent"] == f"llm:openai:{models['json']}@{server}" and opp["calls"] == steps
+    assert opp["format_errors"] == 0 and opp["failures"] == 0 and opp["prompt_tokens"] > 500 * steps
+    assert rows["judge"]["calls"] >= 1 and rows["judge"]["format_errors"] == 0
+    run = latest_run(connect(db))
+    assert run is not None and load_usage(connect(db), run["id"]) == data["llm_usage"]
+    assert all(a == {"action_type": "allocate_to_job"} for r in record["transcript"] for a in [r["actions"]["lab_1"]])
+    assert any("judge" in r for r in record["transcript"])
+    assert replay_episode(record).transcript == record["transcript"]  # the recorded verdict replays without the model
+    assert "LLM ledgers" in res.output
+

@@ -116,16 +116,30 @@ def test_every_visible_thing_is_rendered() -> None:
 
 
 def test_prompt_budget_on_the_hard_task() -> None:
-    """Issue #6: the hard task's prompt stays under 2,000 tokens of a typical BPE tokenizer. Median
-    over real episodes (JSON mode: system prompt with the action list + one turn)."""
+    """Issue #6: the hard task's prompt (JSON mode: the system prompt with the action list + one
+    turn) stays under 2,000 tokens of a typical BPE tokenizer (GPT-4's cl100k_base) on every turn,
+    whoever plays the seat. `make bench` (bench/bench_llm.py) measures a larger set."""
+    from gpu_arena.llm.testing import count_prompt_tokens, typical_bpe
+
+    enc = typical_bpe()
+    system = {"role": "system", "content": system_prompt("json")}
     sizes = []
-    base = estimate_tokens(system_prompt("json"))
-    for seed in range(6):
-        conv, _ = scripted_conversation("coalition_market", seed, rounds=6)
-        sizes += [base + estimate_tokens(m["content"]) for m in conv.transcript if m["role"] == "user"]
-    sizes.sort()
-    assert sizes[len(sizes) // 2] < 2000, sizes
-    assert sizes[-1] < 2600, sizes
+    for split in ("train", "holdout"):
+        for seat in ("rule_expert", "wait"):
+            for seed in (0, 3, 22, 26):
+                ep = Episode.new("coalition_market", split, seed, controlled=())
+                pols = {lid: make_policy(seat if lid == "lab_0" else ep.world.labs[lid].archetype, seed=seed,
+                                         **({} if lid == "lab_0" else ep.world.labs[lid].params)) for lid in ep.world.labs}
+                conv = Conversation("json")
+                while not ep.done:
+                    turn = conv.observe(ep.observe("lab_0"))
+                    sizes.append(count_prompt_tokens(enc, [system, turn]))
+                    conv.reply('{"action_type": "wait"}')
+                    ep.step({lid: p.act(ep.observe(lid)) for lid, p in pols.items()})
+    assert len(sizes) > 100 and max(sizes) < 2000, sorted(sizes)[-5:]
+    # the estimate used when a backend reports no usage stays close to the real count
+    text = conv.transcript[1]["content"]
+    assert 0.8 < estimate_tokens(text) / len(enc.encode(text)) <= 1.05  # type: ignore[attr-defined]
 
 
 def _privacy_check(ep: Episode) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import typer
@@ -87,9 +88,15 @@ def evaluate(
     db: str | None = typer.Option(None, help="SQLite store (default .arena/arena.db or $GPU_ARENA_DB)"),
     reference: str | None = typer.Option(None, help="policy compared seed by seed with every other "
                                                      "(default: the first of --policies)"),
+    opponents: str = typer.Option("archetypes", help="the other seats: one policy for all (e.g. "
+                                                     "llm:openai:<model>@<base_url>), a list in seat order (a,b,c) "
+                                                     "or seat=policy pairs; archetypes: the world's mix"),
+    judge_mode: str = typer.Option("none", help="none | rule (judge mode: pitches judged against the truth)"),
+    judge: str | None = typer.Option(None, help="a model judge added to the rule judge, "
+                                                "llm:openai:<model>@<base_url> (turns judge mode on)"),
 ) -> None:
-    """Evaluate policies in the controlled seat against the world's opponents, with 95% bootstrap CIs,
-    and paired per-seed differences against a reference policy."""
+    """Evaluate policies in the controlled seat against the world's opponents (or --opponents), with
+    95% bootstrap CIs, paired per-seed differences against a reference policy, and the LLM ledgers."""
     import time
 
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -97,7 +104,8 @@ def evaluate(
     from .evaluation import aggregate, paired_differences, run_evaluation
     from .evaluation.replay import write_jsonl
     from .evaluation.report import markdown_table, paired_table
-    from .evaluation.store import connect, load_optima, save_optima, save_run
+    from .evaluation.runner import usage_rows
+    from .evaluation.store import connect, load_optima, save_optima, save_run, save_usage
 
     pol, tsk = _split_list(policies), _split_list(tasks)
     for t in tsk:
@@ -107,6 +115,8 @@ def evaluate(
         raise typer.BadParameter("split must be train or holdout")
     seed_list = list(range(seed_start, seed_start + seeds))
     total = len(pol) * len(tsk) * len(seed_list)
+    opp = _seat_spec(opponents)
+    judge_mode, judge = _judge_options(judge_mode, judge)
     con = connect(db)
     optima = load_optima(con)  # the exact optimum of a world is solved once, then read from the store
     t0 = time.perf_counter()
@@ -115,7 +125,9 @@ def evaluate(
         bar = progress.add_task("episodes", total=total)
         try:
             results = run_evaluation(pol, tsk, split, seed_list, workers=workers, keep_replays=bool(replays),
-                                     optima=optima, progress=lambda n: progress.advance(bar, n))
+                                     optima=optima, progress=lambda n: progress.advance(bar, n),
+                                     opponents=None if opp == "archetypes" else opp, judge_mode=judge_mode,
+                                     judge=judge)
         except ValueError as e:
             raise typer.BadParameter(str(e)) from None
     duration = time.perf_counter() - t0
@@ -126,16 +138,25 @@ def evaluate(
     paired = paired_differences(((r.policy, r.task, r.split, r.seed, r.episode_return) for r in results), ref)
     args = {"policies": pol, "tasks": tsk, "split": split, "seeds": seeds, "seed_start": seed_start,
             "workers": workers, "reference": ref}
-    Path(out).write_text(json.dumps({"results": rows, "paired": paired, "args": args, "duration_s": duration},
-                                    indent=2))
+    if opp != "archetypes":
+        args["opponents"] = opp
+    if judge_mode != "none":
+        args["judge_mode"] = judge_mode
+        args["judge"] = judge or "rule"
+    usage = usage_rows(results)
+    Path(out).write_text(json.dumps({"results": rows, "paired": paired, "args": args, "duration_s": duration,
+                                     "llm_usage": usage}, indent=2))
     if replays:
         write_jsonl(replays, (r.replay for r in results if r.replay))
     save_optima(con, optima)
     run_id = save_run(con, kind="eval", args=args, seeds=seed_list, rows=rows, episodes=results, duration_s=duration)
+    save_usage(con, run_id, usage)
     print(markdown_table(rows))
     if paired:
         print(f"\nPaired by seed against {ref} (same worlds, opponents and shocks):\n")
         print(paired_table(paired))
+    if usage:
+        _print_usage(usage)
     console.print(f"{total} episodes in {duration:.1f} s; run {run_id} stored; results in {out}")
 
 
@@ -230,25 +251,63 @@ def serve(
     max_sessions: int | None = typer.Option(None, min=1, help="concurrent sessions per API (default 64)"),
     db: str | None = typer.Option(None, help="SQLite store for finished episodes (default .arena/arena.db)"),
     log_level: str = typer.Option("info", help="uvicorn log level"),
+    judge: str | None = typer.Option(None, help="model judge for sessions in judge mode: "
+                                                "llm:openai:<model>@<base_url> (default $GPU_ARENA_JUDGE or rule)"),
+    auto_eval: bool | None = typer.Option(None, "--auto-eval/--no-auto-eval",
+                                          help="when the store holds no evaluation run, fill it with a quick one in "
+                                               "the background (default on; $GPU_ARENA_AUTO_EVAL=0 turns it off)"),
 ) -> None:
     """Serve the arena: OpenEnv WebSocket sessions at /ws, REST sessions at /api, docs at /docs."""
+    import os
+
     from .server.settings import ServerSettings
 
     try:
-        settings = ServerSettings.from_env(host=host, port=port, max_sessions=max_sessions, db=db)
+        settings = ServerSettings.from_env(host=host, port=port, max_sessions=max_sessions, db=db, judge=judge,
+                                           auto_eval=auto_eval)
     except ValueError as e:
         raise typer.BadParameter(str(e)) from None
+    if auto_eval is None and "GPU_ARENA_AUTO_EVAL" not in os.environ:
+        settings = settings.with_(auto_eval=True)  # the first `make run` shows real numbers (off in the library)
     from .server.app import serve as run_server
 
     console.print(f"GPU Arena on http://{settings.host}:{settings.port} (docs at /docs, WebSocket at /ws); "
                   f"up to {settings.max_sessions} sessions, idle timeout {settings.idle_timeout_s:g} s")
+    if settings.auto_eval:
+        console.print("if the store holds no evaluation run, a quick one fills it in the background "
+                      "(the dashboard shows its progress; --no-auto-eval skips it)")
     run_server(settings, log_level=log_level)
+
+
+def _judge_options(judge_mode: str, judge: str | None) -> tuple[str, str | None]:
+    """``--judge`` turns judge mode on; ``rule`` (or nothing) means the rule judge alone."""
+    if judge_mode not in ("none", "rule"):
+        raise typer.BadParameter(f"--judge-mode must be none or rule, got {judge_mode!r}")
+    if judge in (None, "", "rule"):
+        return judge_mode, None
+    if not judge.startswith("llm:"):
+        raise typer.BadParameter(f"unknown judge {judge!r}; expected rule or llm:openai:<model>@<base_url>")
+    return "rule", judge
+
+
+def _print_usage(rows: list[dict[str, object]]) -> None:
+    table = Table(title="LLM ledgers (summed over episodes)")
+    for col in ("policy", "task", "role", "agent", "calls", "prompt tok/call", "completion tok/call", "model s/call",
+                "overhead ms/call", "format errors", "failures"):
+        table.add_column(col)
+    for r in rows:
+        table.add_row(str(r["policy"]), str(r["task"]), str(r["role"]), str(r["agent"])[:48], str(r["calls"]),
+                      f"{r['prompt_tokens_per_call']:.0f}", f"{r['completion_tokens_per_call']:.0f}",
+                      f"{r['model_s_per_call']:.2f}", f"{r['overhead_ms_per_call']:.1f}", str(r["format_errors"]),
+                      str(r["failures"]))
+    console.print(table)
 
 
 def _seat_spec(value: str) -> str | list[str] | dict[str, str]:
     """``name`` for every other seat, ``a,b,c`` in seat order, or ``lab_1=name,lab_2=name``."""
     items = _split_list(value)
-    if any("=" in x for x in items):
+    # a seat=policy pair starts with a seat id; an LLM name's options (?mode=json) also hold '='
+    if any(re.match(r"lab_\d+=", x) for x in items):
         pairs = [x.split("=", 1) for x in items]
         if any(len(p) != 2 or not p[0] or not p[1] for p in pairs):
             raise typer.BadParameter(f"expected seat=policy pairs, got {value!r}")
@@ -281,6 +340,8 @@ def play(
     opponents: str = typer.Option("archetypes", help="one policy for every other seat, a list in seat order "
                                                      "(a,b,c) or seat=policy pairs (lab_1=llm:hf:<path>,lab_2=selfish)"),
     judge_mode: str = typer.Option("none", help="none | rule"),
+    judge: str | None = typer.Option(None, help="a model judge added to the rule judge, "
+                                                "llm:openai:<model>@<base_url> (turns judge mode on)"),
 ) -> None:
     """Play one episode in the terminal against any mix of seats (scripted, LLM or you)."""
     from rich.markup import escape
@@ -293,6 +354,7 @@ def play(
     from .llm.prompts import RenderMemory
     from .policies import make_policy
 
+    judge_mode, judge = _judge_options(judge_mode, judge)
     try:
         world = generate_world(task, split, seed, judge_mode=judge_mode)
         spec = _seat_spec(opponents)
@@ -312,7 +374,7 @@ def play(
                                   seed=world_seed(f"policy:{lid}", split, seed), **world.labs[lid].params)
                  for lid, n in names.items()}
         driver = None if me == "human" else make_policy(me, seed=seed)
-        env = GpuArenaEnv(task=task, split=split, seat=seat, opponents=seats, judge_mode=judge_mode)
+        env = GpuArenaEnv(task=task, split=split, seat=seat, opponents=seats, judge_mode=judge_mode, judge=judge)
         obs = env.reset(seed=seed)
     except ValueError as e:
         raise typer.BadParameter(str(e)) from None
@@ -370,13 +432,15 @@ def play(
     lab = metrics["labs"][seat]
     console.print(f"[bold]return {total:+.4f}[/bold]; surplus over BATNA {lab['surplus_over_batna']:+.2f}; "
                   f"welfare {metrics['welfare']:.2f} of optimum {metrics['optimum']:.2f} ({metrics['welfare_ratio']:.1%})")
-    agents = {lid: p for lid, p in [(seat, driver), *seats.items()] if isinstance(p, ChatAgent)}
+    agents: dict[str, object] = {lid: p for lid, p in [(seat, driver), *seats.items()] if isinstance(p, ChatAgent)}
+    if env.judge is not None and hasattr(env.judge, "ledger"):
+        agents["judge"] = env.judge
     if agents:
         table = Table(title="LLM ledgers")
         for col in ("seat", "calls", "prompt tok/call", "completion tok/call", "model s/call", "format errors"):
             table.add_column(col)
         for lid, agent in agents.items():
-            d = agent.ledger.to_dict()
+            d = agent.ledger.to_dict()  # type: ignore[attr-defined]
             table.add_row(lid, str(d["calls"]), f"{d['prompt_tokens_per_call']:.0f}",
                           f"{d['completion_tokens_per_call']:.0f}", f"{d['model_s_per_call']:.2f}",
                           str(d["format_errors"]))
@@ -392,6 +456,15 @@ def policies() -> None:
         console.print(name)
     for prefix in policy_families():
         console.print(f"{prefix}:...", markup=False)
+
+
+# training (issue #7): `data sft`, `train sft|grpo|prepare`, `runs`; the sub-apps import only typer
+# and rich, the training stack loads inside each command
+from .training.cli import data_app, runs_app, train_app  # noqa: E402
+
+app.add_typer(data_app, name="data")
+app.add_typer(train_app, name="train")
+app.add_typer(runs_app, name="runs")
 
 
 if __name__ == "__main__":  # pragma: no cover

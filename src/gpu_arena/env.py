@@ -18,6 +18,7 @@ from openenv.core.env_server.types import EnvironmentMetadata
 from pydantic import ValidationError
 
 from .core.engine import Episode, EpisodeSnapshot
+from .core.judge import PitchJudge
 from .core.policy import Policy
 from .core.rules import AWARD_RULES
 from .core.serialize import coerce_action, world_to_dict
@@ -28,6 +29,7 @@ from .models import ArenaAction, ArenaObservation, ArenaState, observation_from_
 from .policies import make_policy
 
 JUDGE_MODES = AWARD_RULES
+RULE_JUDGE = "rule"
 DEFAULT_OPPONENT = "archetypes"  # each opponent seat plays the archetype its world assigned
 
 
@@ -41,8 +43,8 @@ class GpuArenaEnv(Environment[ArenaAction, ArenaObservation, ArenaState]):
 
     Contract (after Gymnasium's ``Env``):
 
-    * ``reset(seed=None, task=..., split=..., seat=..., opponents=..., judge_mode=...)`` draws a
-      world from ``(task, split, seed)`` and returns the seat's first observation. The same
+    * ``reset(seed=None, task=..., split=..., seat=..., opponents=..., judge_mode=..., judge=...)``
+      draws a world from ``(task, split, seed)`` and returns the seat's first observation. The same
       arguments and the same actions always give the same transcript. ``seed=None`` draws a fresh
       seed, reported in ``observation.metadata["seed"]``.
     * ``step(action)`` plays one round and returns the seat's observation with ``reward`` (in
@@ -65,16 +67,25 @@ class GpuArenaEnv(Environment[ArenaAction, ArenaObservation, ArenaState]):
             seat -> name or Policy object. Default ``archetypes``: each seat plays the archetype
             (cooperative, selfish, deadline_panicked, deceptive, retaliatory) its world assigned,
             with the world's parameters for it.
+        judge_mode: ``none`` (auctions go to the best bid) or ``rule`` (judge mode: pitches are
+            scored against the server's truth).
+        judge: in judge mode, who adds an opinion to the rule judge's truth checks: ``rule`` or
+            None (nobody: the rule judge alone), an LLM judge name ``llm:openai:<model>@<base_url>``
+            (see ``gpu_arena.llm.judge``), or any ``PitchJudge`` object. Its effect is bounded and
+            a failing judge falls back to the rule judge (``gpu_arena.core.judge``). A judge name
+            is resolved once per environment, so its ``ledger`` spans episodes (``self.judge``).
     """
 
     SUPPORTS_CONCURRENT_SESSIONS = True
 
     def __init__(self, task: str = "single_trade", split: str = "train", seat: str = "lab_0",
                  opponents: str | Sequence[str] | Mapping[str, Any] | None = None,
-                 judge_mode: str = "none") -> None:
+                 judge_mode: str = "none", judge: str | PitchJudge | None = None) -> None:
         super().__init__()
         self._defaults: dict[str, Any] = {"task": task, "split": split, "seat": seat, "opponents": opponents,
-                                          "judge_mode": judge_mode}
+                                          "judge_mode": judge_mode, "judge": judge}
+        self._judges: dict[str, PitchJudge] = {}  # judge names resolved so far (their ledgers accumulate)
+        self.judge: PitchJudge | None = None  # the model judge of the current episode, if any
         self._episode: Episode | None = None
         self._policies: dict[str, Policy] = {}
         self._seat = seat
@@ -97,16 +108,20 @@ class GpuArenaEnv(Environment[ArenaAction, ArenaObservation, ArenaState]):
             raise ValueError(f"unknown split {split!r}; expected one of {', '.join(SPLITS)}")
         if judge_mode not in JUDGE_MODES:
             raise ValueError(f"unknown judge_mode {judge_mode!r}; expected one of {', '.join(JUDGE_MODES)}")
+        judge = self._resolve_judge(args["judge"])
+        if judge is not None and judge_mode == "none":
+            raise ValueError("a judge scores pitches in judge mode only: pass judge_mode='rule' with judge=...")
         if seed is None:
             seed = secrets.randbelow(2**31)
         if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
             raise ValueError(f"seed must be a non-negative integer, got {seed!r}")
-        episode = Episode.new(task, split, seed, controlled=(), judge_mode=judge_mode)
+        episode = Episode.new(task, split, seed, controlled=(), judge_mode=judge_mode, judge=judge)
         if seat not in episode.world.labs:
             raise ValueError(f"unknown seat {seat!r}; {task} seed {seed} has {', '.join(episode.world.labs)}")
         episode.controlled = (seat,)
         self._policies = self._build_opponents(episode, seat, args["opponents"], seed)
         self._episode, self._seat, self._seed = episode, seat, seed
+        self.judge = judge
         self._episode_id = episode_id or str(uuid.uuid4())
         self._step_count = 0
         return self._observe()
@@ -150,12 +165,17 @@ class GpuArenaEnv(Environment[ArenaAction, ArenaObservation, ArenaState]):
         """The core episode (for harnesses and tests)."""
         return self._episode
 
+    @property
+    def policies(self) -> dict[str, Policy]:
+        """The policies playing the other seats this episode, by seat (a new dict; the same objects)."""
+        return dict(self._policies)
+
     def snapshot(self) -> dict[str, Any]:
         if self._episode is None:
             raise RuntimeError("nothing to snapshot before reset()")
         return {"episode": self._episode.snapshot(), "seat": self._seat, "seed": self._seed,
                 "step_count": self._step_count, "episode_id": self._episode_id,
-                "policies": _copy_policies(self._policies)}
+                "policies": _copy_policies(self._policies), "judge": self.judge}
 
     def restore(self, snap: Mapping[str, Any]) -> ArenaObservation:
         ep_snap: EpisodeSnapshot = snap["episode"]
@@ -165,6 +185,7 @@ class GpuArenaEnv(Environment[ArenaAction, ArenaObservation, ArenaState]):
             self._episode._ledger, self._episode._valuers = {}, {}
         self._episode.restore(ep_snap)
         self._episode.controlled = (snap["seat"],)
+        self.judge = self._episode.judge = snap.get("judge")  # shared, not copied: it may hold a connection
         self._seat, self._seed, self._step_count = snap["seat"], snap["seed"], snap["step_count"]
         self._episode_id = snap["episode_id"]
         self._policies = _copy_policies(snap["policies"])
@@ -225,6 +246,21 @@ class GpuArenaEnv(Environment[ArenaAction, ArenaObservation, ArenaState]):
             return action if isinstance(action, RejectedAction) else coerce_action(action)
         except Exception as e:  # a broken opponent must not crash the episode
             return RejectedAction("policy_error", f"{type(e).__name__}: {e}")
+
+    def _resolve_judge(self, spec: Any) -> PitchJudge | None:
+        if spec is None or spec == RULE_JUDGE:
+            return None
+        if isinstance(spec, str):
+            if spec not in self._judges:
+                if not spec.startswith("llm:"):
+                    raise ValueError(f"unknown judge {spec!r}; expected rule or llm:openai:<model>@<base_url>")
+                from .llm.judge import make_judge
+
+                self._judges[spec] = make_judge(spec)
+            return self._judges[spec]
+        if callable(getattr(spec, "judge", None)):
+            return spec
+        raise ValueError("judge must be 'rule', an LLM judge name (llm:openai:<model>@<base_url>) or a PitchJudge")
 
     def _build_opponents(self, episode: Episode, seat: str, spec: Any, seed: int) -> dict[str, Policy]:
         others = [lid for lid in episode.world.labs if lid != seat]

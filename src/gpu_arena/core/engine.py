@@ -16,7 +16,7 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from functools import lru_cache
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .rules import (
     CATEGORY_COLUMNS,
@@ -41,8 +41,11 @@ from .types import (
     World,
 )
 from .valuation import LabValuer, potential_parts, social_optimum
-from .views import ResultView, SeatView, observe
+from .views import ResultView, SeatView, WorldIndex, observe
 from .worldgen import generate_world
+
+if TYPE_CHECKING:
+    from .judge import PitchJudge
 
 PENALTY_INVALID = 0.01
 PENALTY_SPAM = 0.005
@@ -118,13 +121,18 @@ def action_from_record(record: Mapping[str, Any]) -> Action | RejectedAction:
     return coerce_action(dict(record))
 
 
+_ACTION_FIELDS = tuple(f.name for f in fields(Action))
+assert _ACTION_FIELDS[0] == "action_type"
+
+
 def action_to_dict(action: Action) -> dict[str, Any]:
     """The non-default fields of an action, JSON-ready (for transcripts and replays)."""
-    out: dict[str, Any] = {}
-    for f in fields(Action):
-        v = getattr(action, f.name)
-        if f.name == "action_type" or (v is not None and v != () and v != {}):
-            out[f.name] = list(v) if isinstance(v, tuple) else v
+    kind = action.action_type
+    out: dict[str, Any] = {"action_type": list(kind) if isinstance(kind, tuple) else kind}
+    for name in _ACTION_FIELDS[1:]:  # action_type comes first, and is always kept
+        v = getattr(action, name)
+        if v is not None and v != () and v != {}:
+            out[name] = list(v) if isinstance(v, tuple) else v
     return out
 
 
@@ -164,21 +172,29 @@ class Episode:
           called ``finish``; the end settles everything. ``step`` after the end raises
           :class:`EpisodeOver`.
         * ``snapshot``/``restore``/``fork`` copy the whole episode, RNG included.
+        * In judge mode a model ``judge`` (a :class:`~gpu_arena.core.judge.PitchJudge`) may add its
+          bounded opinion to the rule judge's; what it said goes into the transcript (``judge``
+          key of the round), so :func:`~gpu_arena.core.judge.recorded_judge` replays it exactly.
+          Forks share the judge object.
 
     Args:
         world: a generated world (see :func:`gpu_arena.core.worldgen.generate_world`).
         controlled: seats whose ``finish`` ends the episode early (the externally driven ones).
         strict: recompute every lab's Φ at every ledger mark (slow; tests use it to check that
             the incremental ledger attributes changes to the right columns).
+        judge: a model judge for judge mode (None: the rule judge alone).
     """
 
-    def __init__(self, world: World, controlled: Sequence[str] = ("lab_0",), *, strict: bool = False) -> None:
+    def __init__(self, world: World, controlled: Sequence[str] = ("lab_0",), *, strict: bool = False,
+                 judge: PitchJudge | None = None) -> None:
         for lid in controlled:
             if lid not in world.labs:
                 raise ValueError(f"unknown seat {lid!r}; this world has {', '.join(world.labs)}")
         self.world = world
         self.controlled = tuple(controlled)
         self.strict = strict
+        self.judge = judge
+        self._judge_records: dict[str, dict[str, Any]] = {}
         self.phi: dict[str, tuple[float, float]] = {lid: potential_parts(world, lid) for lid in world.labs}
         self.returns: dict[str, float] = dict.fromkeys(world.labs, 0.0)
         self.penalties: dict[str, float] = dict.fromkeys(world.labs, 0.0)
@@ -187,11 +203,12 @@ class Episode:
         self.last_rewards: dict[str, dict[str, float]] = {lid: dict.fromkeys(REWARD_COLUMNS, 0.0) for lid in world.labs}
         self._ledger: dict[str, dict[str, float]] = {}
         self._valuers: dict[str, tuple[int, LabValuer]] = {}
+        self._index: tuple[int, WorldIndex] | None = None  # the views' shared index of the current state
 
     @classmethod
     def new(cls, task: str, split: str = "train", seed: int = 0, controlled: Sequence[str] = ("lab_0",),
-            judge_mode: str = "none", strict: bool = False) -> Episode:
-        return cls(generate_world(task, split, seed, judge_mode), controlled, strict=strict)
+            judge_mode: str = "none", strict: bool = False, judge: PitchJudge | None = None) -> Episode:
+        return cls(generate_world(task, split, seed, judge_mode), controlled, strict=strict, judge=judge)
 
     @property
     def done(self) -> bool:
@@ -263,27 +280,32 @@ class Episode:
             touched |= referenced_ids(w, lid, action)
             touched.update(budget_token(k) for k, v in w.labs.items() if v.budget != budgets[k])
             results[lid] = ActionResult(True, "ok", outcome.note)
-            self._spam_check(lid, action)
+            self._spam_check(lid, action, record_actions[lid])
             if outcome.breaches:
                 led["breach_penalty"] -= PENALTY_BREACH * outcome.breaches
             self._mark(outcome.category, outcome.affected)
+        self._judge_records = {}
         self._tick()
         rewards = self._close_round()
         self.last_results = results
         self.last_rewards = rewards
-        self.transcript.append({
+        entry: dict[str, Any] = {
             "round": w.round_index - 1, "order": order, "actions": record_actions,
             "results": {lid: [r.ok, r.code] for lid, r in sorted(results.items())},
             "rewards": {lid: round(r["normalized_reward"], 12) for lid, r in rewards.items()},
-        })
+        }
+        if self._judge_records:  # a model judge spoke: replays need its words
+            entry["judge"] = self._judge_records
+        self.transcript.append(entry)
         return RoundReport(w.round_index - 1, order, results, rewards, w.done)
 
-    def _spam_check(self, lid: str, action: Action) -> None:
+    def _spam_check(self, lid: str, action: Action, record: dict[str, Any] | None = None) -> None:
+        """``record``: ``action_to_dict(action)`` if the caller has it already."""
         lab = self.world.labs[lid]
         if action.action_type in ("wait", "finish"):
             lab.last_signature = None
             return
-        sig = tuple(sorted(action_to_dict(action).items(), key=lambda kv: kv[0]))
+        sig = tuple(sorted((record if record is not None else action_to_dict(action)).items(), key=lambda kv: kv[0]))
         sig = tuple((k, repr(v)) for k, v in sig)
         if sig == lab.last_signature:
             self._ledger[lid]["spam_penalty"] -= PENALTY_SPAM
@@ -302,12 +324,13 @@ class Episode:
         for lid, n in breaches.items():
             self._ledger[lid]["breach_penalty"] -= PENALTY_BREACH * n
         expire(w)
-        self._mark("judge", resolve_auctions(w))
+        judge = getattr(self, "judge", None)  # episodes rebuilt with __new__ (env.restore) may lack it
+        self._mark("judge", resolve_auctions(w, judge=judge, records=self._judge_records))
         self._mark("allocation", settle_due_jobs(w))
         self._mark("shock", fire_due_shocks(w))
         finished = bool(self.controlled) and all(w.labs[c].finished for c in self.controlled)
         if w.round_index >= w.max_rounds or finished:
-            self._mark("allocation", final_settlement(w))
+            self._mark("allocation", final_settlement(w, judge=judge, records=self._judge_records))
             # the end is exact: every lab's Φ is re-read so the episode's sum telescopes
             self._mark("allocation", list(w.labs))
 
@@ -332,8 +355,16 @@ class Episode:
         res = self.last_results.get(lab_id)
         rv = ResultView(res.ok, res.code, res.message) if res else None
         row = self.last_rewards.get(lab_id, {})
-        return observe(self.world, lab_id, last_result=rv, reward=row.get("normalized_reward", 0.0),
-                       reward_breakdown=row, aids=aids, valuer=self.valuer(lab_id))
+        # every seat's view of one state shares one index; valuers built from it are cached like valuer()'s
+        w = self.world
+        if self._index is None or self._index[0] != w.version or self._index[1].world is not w:
+            self._index = (w.version, WorldIndex(w))
+        index = self._index[1]
+        hit = self._valuers.get(lab_id)
+        if hit is None or hit[0] != w.version:
+            hit = self._valuers[lab_id] = (w.version, index.valuer(lab_id))
+        return observe(w, lab_id, last_result=rv, reward=row.get("normalized_reward", 0.0),
+                       reward_breakdown=row, aids=aids, valuer=hit[1], index=index)
 
     def snapshot(self) -> EpisodeSnapshot:
         return copy.deepcopy(EpisodeSnapshot(self.world, self.phi, self.returns, self.transcript,
@@ -344,10 +375,12 @@ class Episode:
         self.world, self.phi, self.returns, self.transcript = s.world, s.phi, s.returns, s.transcript
         self.last_results, self.last_rewards, self.penalties = s.last_results, s.last_rewards, s.penalties
         self._valuers = {}
+        self._index = None
 
     def fork(self) -> Episode:
         other = Episode.__new__(Episode)
         other.controlled, other.strict, other._ledger, other._valuers = self.controlled, self.strict, {}, {}
+        other.judge, other._judge_records = getattr(self, "judge", None), {}
         other.restore(self.snapshot())
         return other
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .types import (
     ACTION_TYPES,
@@ -28,6 +28,9 @@ from .types import (
     World,
 )
 from .valuation import best_allocation, block_fits, job_value, potential, valid_hours
+
+if TYPE_CHECKING:
+    from .judge import PitchJudge
 
 MAX_MESSAGE_CHARS = 500
 MAX_LIST = 16
@@ -824,19 +827,21 @@ def _committable(world: World, block_id: str, owner: str) -> bool:
 AWARD_RULES = ("none", "rule")
 
 
-def _award_key(world: World, auction: Auction) -> Any:
+def _award_key(world: World, auction: Auction, judge: PitchJudge | None = None,
+               records: dict[str, dict[str, Any]] | None = None) -> Any:
     """How pitches are ranked under the world's judge mode.
 
     ``none``: the highest bid wins (ties: better reputation, then lab id). ``rule``: the rule
-    judge's score against the server's truth wins (ties: higher bid, then lab id); the scores and
-    reasons are recorded on the pitches.
+    judge's score against the server's truth wins (ties: higher bid, then lab id), with a model
+    ``judge``'s bounded opinion added if one is given (see :mod:`.judge`); the scores and reasons
+    are recorded on the pitches, and what the model said in ``records``.
     """
     if world.judge_mode == "none":
         return lambda p: (-p.bid, -world.labs[p.lab_id].reputation, p.lab_id)
     if world.judge_mode == "rule":
         from .judge import judge_pitches
 
-        scores = judge_pitches(world, auction)
+        scores = judge_pitches(world, auction, judge, records)
         for lab_id, sc in scores.items():
             auction.pitches[lab_id].score = round(sc.score, 6)
             auction.pitches[lab_id].reasons = sc.reasons
@@ -844,16 +849,21 @@ def _award_key(world: World, auction: Auction) -> Any:
     raise ValueError(f"unknown judge_mode {world.judge_mode!r}; known: {', '.join(AWARD_RULES)}")
 
 
-def resolve_auctions(world: World, *, final: bool = False) -> set[str]:
-    """Award contested resources whose pitching window has closed (by bid, or by the judge)."""
+def resolve_auctions(world: World, *, final: bool = False, judge: PitchJudge | None = None,
+                     records: dict[str, dict[str, Any]] | None = None) -> set[str]:
+    """Award contested resources whose pitching window has closed (by bid, or by the judge).
+
+    A model ``judge`` (judge mode only) is asked only about auctions that will be awarded."""
     affected: set[str] = set()
     for a in world.auctions.values():
         if a.status != "open" or (world.round_index < a.close_round and not final):
             continue
         block = world.blocks[a.block_id]
-        rank = _award_key(world, a)  # in judge mode this also records every pitch's score and reasons
         valid = [p for p in a.pitches.values()
                  if p.bid <= world.labs[p.lab_id].budget + 1e-9 and not world.labs[p.lab_id].finished]
+        awardable = bool(valid) and block.start_round > world.round_index
+        # in judge mode this also records every pitch's score and reasons
+        rank = _award_key(world, a, judge if awardable else None, records)
         if not valid or block.start_round <= world.round_index:
             a.status = "unsold"
             block.status = BlockStatus.IDLE
@@ -930,9 +940,10 @@ def settle_due_jobs(world: World) -> set[str]:
     return affected
 
 
-def final_settlement(world: World) -> set[str]:
+def final_settlement(world: World, *, judge: PitchJudge | None = None,
+                     records: dict[str, dict[str, Any]] | None = None) -> set[str]:
     """End of episode: close auctions, allocate every lab's remaining blocks by its best plan, settle all jobs."""
-    affected = resolve_auctions(world, final=True)
+    affected = resolve_auctions(world, final=True, judge=judge, records=records)
     for lid in world.labs:
         if auto_allocate(world, lid):
             affected.add(lid)

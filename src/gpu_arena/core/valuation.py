@@ -9,10 +9,13 @@ value stops growing at its requirement). ``social_optimum`` is an exact MILP sol
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import lru_cache
+from operator import getitem
+
+import numpy as np
 
 from .types import ASSIGNED, PLANNABLE, Block, BlockStatus, Job, World
 
@@ -39,7 +42,6 @@ Frontier = dict[tuple[int, ...], float]
 Parents = list[dict[tuple[int, ...], tuple[tuple[int, ...], int]]]
 
 
-@lru_cache(maxsize=1 << 13)
 def _dp(blocks: tuple[BlockKey, ...], jobs: tuple[JobKey, ...]) -> tuple[Frontier, Parents]:
     """Dynamic program over blocks. State: capped valid hours per job; kept: least energy to reach it.
 
@@ -72,49 +74,109 @@ def _dp(blocks: tuple[BlockKey, ...], jobs: tuple[JobKey, ...]) -> tuple[Frontie
     return frontier, parents
 
 
-def _state_value(jobs: tuple[JobKey, ...], state: tuple[int, ...]) -> float:
-    return sum(job_value(j[4], j[0], j[5], h) for j, h in zip(jobs, state, strict=True))
+INF = float("inf")
 
 
-@lru_cache(maxsize=1 << 15)
+class _Frontier:
+    """The solved DP of one (blocks, jobs) pair, with everything priced off it memoised.
+
+    Built once per pair (see :func:`_frontier`). ``states``/``neg_e`` are the frontier in its own
+    order; ``vals`` holds each state's per-job values and ``base`` their sums, computed by the same
+    scalar code and summation order as :func:`_with_extra`, so that every price read off them is
+    bit-identical to a direct evaluation. ``max_energy`` is the largest energy of any state: a
+    budget at least that large constrains no plan, so results for such budgets are memoised
+    under an infinite budget and shared by every lab state that differs only in its money.
+    """
+
+    __slots__ = ("_arrays", "base", "extras", "jobs", "max_energy", "neg_e", "parents", "solved", "states", "vals")
+
+    def __init__(self, blocks: tuple[BlockKey, ...], jobs: tuple[JobKey, ...]) -> None:
+        frontier, self.parents = _dp(blocks, jobs)
+        self.jobs = jobs
+        self.states = tuple(frontier)
+        self.neg_e = tuple(frontier.values())
+        # a job's value depends on its own hours only: evaluate each (job, hours) pair once
+        tables = [{h: job_value(j[4], j[0], j[5], h) for h in {state[k] for state in self.states}}
+                  for k, j in enumerate(jobs)]
+        self.vals = tuple(tuple(map(getitem, tables, state)) for state in self.states)
+        self.base = tuple(map(sum, self.vals))
+        self.max_energy = -min(self.neg_e)
+        self.solved: dict[float, tuple[float, float, tuple[int, ...]]] = {}
+        self.extras: dict[tuple[BlockKey, float], tuple[float, int]] = {}
+        self._arrays: tuple[np.ndarray, ...] | None = None
+
+    def budget_for(self, budget: float, energy: float = 0.0) -> float:
+        """``budget``, or ∞ where it binds no state even with ``energy`` more to pay (same results)."""
+        return INF if budget + 1e-9 >= self.max_energy + energy else budget
+
+    def solve(self, budget: float) -> tuple[float, float, tuple[int, ...]]:
+        """Best assignment whose energy fits ``budget``: (value, energy, job index per block or -1)."""
+        budget = self.budget_for(budget)
+        hit = self.solved.get(budget)
+        if hit is not None:
+            return hit
+        limit = budget + 1e-9
+        best_i, best_total, best_value = -1, -INF, 0.0
+        for i, (neg_e, v) in enumerate(zip(self.neg_e, self.base, strict=True)):
+            if -neg_e > limit:
+                continue
+            if v + neg_e > best_total + 1e-12:
+                best_i, best_total, best_value = i, v + neg_e, v
+        assert best_i >= 0  # assigning nothing costs nothing and is always in the frontier
+        choices = [-1] * len(self.parents)
+        state = self.states[best_i]
+        for i in range(len(self.parents) - 1, -1, -1):
+            prev, k = self.parents[i][state]
+            choices[i] = k
+            state = prev
+        out = self.solved[budget] = (best_value, best_value - best_total, tuple(choices))
+        return out
+
+    def arrays(self) -> tuple[np.ndarray, ...]:
+        """(states, neg_e, vals, base) as arrays, built on first use."""
+        if self._arrays is None:
+            n, n_jobs = len(self.states), len(self.jobs)
+            self._arrays = (np.array(self.states, dtype=np.int64).reshape(n, n_jobs),
+                            np.array(self.neg_e, dtype=np.float64),
+                            np.array(self.vals, dtype=np.float64).reshape(n, n_jobs),
+                            np.array(self.base, dtype=np.float64))
+        return self._arrays
+
+
+@lru_cache(maxsize=1 << 13)
+def _frontier(blocks: tuple[BlockKey, ...], jobs: tuple[JobKey, ...]) -> _Frontier:
+    return _Frontier(blocks, jobs)
+
+
 def _solve(blocks: tuple[BlockKey, ...], jobs: tuple[JobKey, ...],
-           budget: float = float("inf")) -> tuple[float, float, tuple[int, ...]]:
+           budget: float = INF) -> tuple[float, float, tuple[int, ...]]:
     """Exact best assignment whose energy fits ``budget``: (value, energy, job index per block or -1)."""
-    frontier, parents = _dp(blocks, jobs)
-    best_state: tuple[int, ...] | None = None
-    best_total = float("-inf")
-    best_value = 0.0
-    for state, neg_e in frontier.items():
-        if -neg_e > budget + 1e-9:
-            continue
-        v = _state_value(jobs, state)
-        if v + neg_e > best_total + 1e-12:
-            best_total, best_state, best_value = v + neg_e, state, v
-    assert best_state is not None  # assigning nothing costs nothing and is always in the frontier
-    choices = [-1] * len(blocks)
-    state = best_state
-    for i in range(len(blocks) - 1, -1, -1):
-        prev, k = parents[i][state]
-        choices[i] = k
-        state = prev
-    return best_value, best_value - best_total, tuple(choices)
+    return _frontier(blocks, jobs).solve(budget)
 
 
-@lru_cache(maxsize=1 << 16)
 def _with_extra(blocks: tuple[BlockKey, ...], jobs: tuple[JobKey, ...], extra: BlockKey,
                 budget: float) -> tuple[float, int]:
     """Best value − energy with one more block, from the cached frontier of ``blocks``, and the
-    job index the extra block serves in that best plan (-1: it serves none)."""
+    job index the extra block serves in that best plan (-1: it serves none). Memoised per frontier;
+    :func:`with_extras` prices many blocks at once with the same results."""
+    fr = _frontier(blocks, jobs)
+    key = (extra, fr.budget_for(budget, extra[3]))
+    hit = fr.extras.get(key)
+    if hit is None:
+        hit = fr.extras[key] = _scan_extra(fr, extra, key[1])
+    return hit
+
+
+def _scan_extra(fr: _Frontier, extra: BlockKey, budget: float) -> tuple[float, int]:
+    """The scalar what-if: scan the frontier once for the best use of one more block."""
+    jobs = fr.jobs
     hours, end, rel, energy = extra
     fits = [k for k, (req, _f, deadline, min_rel, value, _pc) in enumerate(jobs)
             if end <= deadline and rel >= min_rel and value > 0 and req > 0]
-    best, choice = float("-inf"), -1
-    frontier, _parents = _dp(blocks, jobs)
-    for state, neg_e in frontier.items():
+    best, choice = -INF, -1
+    for state, neg_e, vals, base in zip(fr.states, fr.neg_e, fr.vals, fr.base, strict=True):
         if -neg_e > budget + 1e-9:
             continue
-        vals = [job_value(j[4], j[0], j[5], h) for j, h in zip(jobs, state, strict=True)]
-        base = sum(vals)
         if base + neg_e > best + 1e-12:
             best, choice = base + neg_e, -1
         if -neg_e + energy > budget + 1e-9:
@@ -126,6 +188,91 @@ def _with_extra(blocks: tuple[BlockKey, ...], jobs: tuple[JobKey, ...], extra: B
             gain = job_value(jobs[k][4], req, jobs[k][5], min(state[k] + hours, req)) - vals[k]
             if base + gain + neg_e - energy > best + 1e-12:
                 best, choice = base + gain + neg_e - energy, k
+    return best, choice
+
+
+# below this many (state, extra block, job) triples a batch is priced by the scalar scan
+_BATCH_MIN = 256
+
+
+def with_extras(blocks: tuple[BlockKey, ...], jobs: tuple[JobKey, ...], extras: Sequence[BlockKey],
+                budget: float) -> list[tuple[float, int]]:
+    """:func:`_with_extra` for many extra blocks at once, with exactly its results.
+
+    Large batches are priced in one array pass over the frontier: the candidates are laid out in
+    the scalar scan's order (state by state: no job, then each job) and its "better by more than
+    1e-12" rule is replayed with a running maximum; a row where that rule could pick another
+    near-tie (a candidate within 1e-12 above the best so far) is re-scanned by the scalar rule.
+    """
+    fr = _frontier(blocks, jobs)
+    keys = [(e, fr.budget_for(budget, e[3])) for e in extras]
+    missing = [k for k in dict.fromkeys(keys) if k not in fr.extras]
+    if missing:
+        if len(missing) * len(fr.states) * max(1, len(jobs)) < _BATCH_MIN:
+            for key in missing:
+                fr.extras[key] = _scan_extra(fr, key[0], key[1])
+        else:
+            for b in {k[1] for k in missing}:
+                group = [k for k in missing if k[1] == b]
+                fr.extras.update(zip(group, _price_extras(fr, [k[0] for k in group], b), strict=True))
+    return [fr.extras[k] for k in keys]
+
+
+def _price_extras(fr: _Frontier, extras: list[BlockKey], budget: float) -> list[tuple[float, int]]:
+    """The array form of :func:`_scan_extra` for many extra blocks under one budget."""
+    states, neg_e, vals, base = fr.arrays()
+    jobs = fr.jobs
+    n_jobs, n_extra = len(jobs), len(extras)
+    req = np.array([j[0] for j in jobs], dtype=np.int64)
+    deadline = np.array([j[2] for j in jobs], dtype=np.int64)
+    min_rel, value, pc = (np.array([j[i] for j in jobs], dtype=np.float64) for i in (3, 4, 5))
+    ex = np.array(extras, dtype=np.float64).reshape(n_extra, 4)
+    hours = ex[:, 0].astype(np.int64)
+    end = ex[:, 1].astype(np.int64)
+    rel, energy = ex[:, 2], ex[:, 3]
+    # (extra, state, job): the job's value with the extra block's hours added, as job_value computes it
+    new_h = np.minimum(states[None, :, :] + hours[:, None, None], req)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        partial = (value * pc) * new_h / req
+    new_v = np.where(new_h >= req, value, np.where((pc <= 0.0) | (new_h <= 0), 0.0, partial))
+    cand = ((base[:, None] + (new_v - vals)) + neg_e[:, None]) - energy[:, None, None]
+    fits = (end[:, None] <= deadline) & (rel[:, None] >= min_rel) & (value > 0) & (req > 0)
+    state_ok = ~(-neg_e > budget + 1e-9)
+    affordable = ~(-neg_e + energy[:, None] > budget + 1e-9)
+    usable = fits[:, None, :] & (state_ok & affordable)[:, :, None] & (states < req)
+    rows = np.empty((n_extra, len(base), 1 + n_jobs))
+    rows[:, :, 0] = np.where(state_ok, base + neg_e, -INF)
+    rows[:, :, 1:] = np.where(usable, cand, -INF)
+    flat = rows.reshape(n_extra, -1)
+    # the scalar scan takes a candidate iff it beats the best so far by more than 1e-12; as long as
+    # no candidate lies in (running max, running max + 1e-12], the best so far is the running max
+    run_max = np.maximum.accumulate(flat, axis=1)
+    before = np.empty_like(flat)
+    before[:, 0] = -INF
+    before[:, 1:] = run_max[:, :-1]
+    taken = flat > before + 1e-12
+    unsure: list[bool] = np.any((flat > before) & ~taken, axis=1).tolist()
+    anything: list[bool] = np.any(taken, axis=1).tolist()
+    last: list[int] = (flat.shape[1] - 1 - np.argmax(taken[:, ::-1], axis=1)).tolist()
+    width = 1 + n_jobs
+    out: list[tuple[float, int]] = []
+    for i in range(n_extra):
+        if unsure[i]:
+            out.append(_replay(flat[i].tolist(), width))
+        elif not anything[i]:
+            out.append((-INF, -1))
+        else:
+            idx = last[i]
+            out.append((float(flat[i, idx]), idx % width - 1))
+    return out
+
+
+def _replay(row: list[float], width: int) -> tuple[float, int]:
+    """The scalar rule on one laid-out row: keep a candidate only if it beats the best by > 1e-12."""
+    best, choice = -INF, -1
+    for idx, x in enumerate(row):
+        if x > best + 1e-12:
+            best, choice = x, idx % width - 1
     return best, choice
 
 
@@ -165,17 +312,16 @@ class LabValuer:
     """Prices hypothetical holdings for one lab: the jobs side is computed once, blocks vary.
 
     Used for decision aids (marginal value of a block, value of an offer) where many
-    what-if plans share the same jobs.
+    what-if plans share the same jobs. A valuer describes one world state: build a new one after
+    the world changes. ``plan()`` (no what-if) is computed once per valuer.
     """
 
-    __slots__ = ("block_keys", "blocks", "budget", "job_keys", "jobs", "round_index")
+    __slots__ = ("_base", "block_keys", "blocks", "budget", "job_keys", "jobs", "round_index")
 
     def __init__(self, world: World, lab_id: str, budget: float | None = None) -> None:
         r = world.round_index
-        self.round_index = r
-        self.budget = world.labs[lab_id].budget if budget is None else budget
-        self.jobs = [j for j in world.jobs.values() if j.owner == lab_id and j.status == "open"]
-        mine = {j.job_id: j for j in self.jobs}
+        jobs = [j for j in world.jobs.values() if j.owner == lab_id and j.status == "open"]
+        mine = {j.job_id: j for j in jobs}
         hours = dict.fromkeys(mine, 0)
         blocks: list[Block] = []
         # one pass over the blocks: the lab's plannable ones, and valid hours already on its jobs
@@ -185,12 +331,30 @@ class LabValuer:
                 hours[jid] += b.hours
             elif b.owner == lab_id and b.status in PLANNABLE and b.start_round > r:
                 blocks.append(b)
+        self._setup(world, lab_id, budget, jobs, blocks, hours)
+
+    @classmethod
+    def from_parts(cls, world: World, lab_id: str, jobs: list[Job], blocks: list[Block],
+                   hours: Mapping[str, int]) -> LabValuer:
+        """A valuer from inputs already gathered for this world state: the lab's open ``jobs`` and
+        plannable ``blocks`` (both in world order) and the valid ``hours`` on each job (a view
+        index gathers them for every lab in one pass). Equal to ``LabValuer(world, lab_id)``."""
+        valuer = cls.__new__(cls)
+        valuer._setup(world, lab_id, None, jobs, blocks, hours)
+        return valuer
+
+    def _setup(self, world: World, lab_id: str, budget: float | None, jobs: list[Job], blocks: list[Block],
+               hours: Mapping[str, int]) -> None:
+        self.round_index = world.round_index
+        self.budget = world.labs[lab_id].budget if budget is None else budget
+        self.jobs = jobs
         self.blocks = blocks
         self.block_keys = tuple(_block_key(b) for b in blocks)
         self.job_keys = tuple(
             (j.gpu_hours_required, hours[j.job_id], j.deadline_round, j.min_reliability,
              j.value * owner_share(world, j), j.partial_credit)
-            for j in self.jobs)
+            for j in jobs)
+        self._base: tuple[float, float, dict[str, str]] | None = None
 
     def plan(self, extra: Iterable[Block] = (), without: Iterable[str] = (), money: float = 0.0) -> Plan:
         """Best plan with ``extra`` blocks, without ``without``, and ``money`` added to the budget."""
@@ -198,6 +362,13 @@ class LabValuer:
             return Plan(0.0, 0.0, {})
         drop = set(without)
         extra = [b for b in extra if b.start_round > self.round_index]
+        if not drop and not extra and not money:
+            if self._base is None:
+                value, energy, choices = _solve(self.block_keys, self.job_keys, max(0.0, self.budget + money))
+                self._base = (value, energy, {b.block_id: self.jobs[k].job_id
+                                              for b, k in zip(self.blocks, choices, strict=True) if k >= 0})
+            value, energy, assignment = self._base
+            return Plan(value, energy, dict(assignment))  # a fresh dict: callers may keep or change it
         if not drop and not extra:
             blocks, keys = self.blocks, self.block_keys
         else:
@@ -223,6 +394,25 @@ class LabValuer:
         _best, k = _with_extra(self.block_keys, self.job_keys, _block_key(block), self.budget)
         return self.jobs[k].job_id if k >= 0 else None
 
+    def extra_prices(self, blocks: Sequence[Block]) -> list[tuple[float, str | None]]:
+        """For each of ``blocks`` (all starting after this round): ``net(extra=[b])`` and
+        ``job_for(b)``, priced together (see :func:`with_extras`)."""
+        if not self.jobs:
+            return [(0.0, None)] * len(blocks)
+        prices = with_extras(self.block_keys, self.job_keys, [_block_key(b) for b in blocks], self.budget)
+        return [(best, self.jobs[k].job_id if k >= 0 else None) for best, k in prices]
+
+    def nets_without_each(self) -> list[float]:
+        """``net(without=(b.block_id,))`` for each of this lab's plannable blocks, in order."""
+        if not self.jobs:
+            return [0.0] * len(self.blocks)
+        keys, budget = self.block_keys, max(0.0, self.budget + 0.0)
+        out = []
+        for i in range(len(keys)):
+            value, energy, _choices = _solve(keys[:i] + keys[i + 1:], self.job_keys, budget)
+            out.append(value - energy)
+        return out
+
 
 def best_allocation(world: World, lab_id: str, extra: Iterable[Block] = (),
                     without: Iterable[str] = ()) -> Plan:
@@ -230,8 +420,11 @@ def best_allocation(world: World, lab_id: str, extra: Iterable[Block] = (),
     return LabValuer(world, lab_id).plan(extra, without)
 
 
-def member_share_value(world: World, lab_id: str) -> float:
-    """Value a lab expects from formed coalitions on other labs' jobs, at the hours pooled so far."""
+def member_share_value(world: World, lab_id: str, hours: Mapping[str, int] | None = None) -> float:
+    """Value a lab expects from formed coalitions on other labs' jobs, at the hours pooled so far.
+
+    ``hours`` may pass every job's valid hours for this world state (else they are counted here).
+    """
     total = 0.0
     for c in world.coalitions.values():
         if c.status != "formed" or lab_id not in c.shares:
@@ -239,8 +432,8 @@ def member_share_value(world: World, lab_id: str) -> float:
         job = world.jobs[c.job_id]
         if job.owner == lab_id or job.status != "open":
             continue
-        total += c.shares[lab_id] * job_value(
-            job.value, job.gpu_hours_required, job.partial_credit, valid_hours(world, job))
+        pooled = valid_hours(world, job) if hours is None else hours[job.job_id]
+        total += c.shares[lab_id] * job_value(job.value, job.gpu_hours_required, job.partial_credit, pooled)
     return total
 
 

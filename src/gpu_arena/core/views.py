@@ -9,11 +9,14 @@ aids priced by the grader's valuation. Another lab's job values never enter a vi
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
-from .types import BlockStatus, World
-from .valuation import LabValuer, Plan, member_share_value, valid_hours
+from .types import ASSIGNED, PLANNABLE, Block, BlockStatus, Job, World
+from .valuation import LabValuer, Plan, member_share_value
 
 MESSAGE_HISTORY = 20
+# market blocks priced for the seat (marginal value, best job): those it could still come to hold
+_PRICED = frozenset({BlockStatus.FREE, BlockStatus.RESERVED, BlockStatus.AUCTION})
 EVENT_HISTORY = 12
 
 
@@ -197,58 +200,129 @@ class SeatView:
     done: bool = False
 
 
-def _block_view(b, *, own: bool, round_index: int, marginal: float | None,  # type: ignore[no-untyped-def]
-                best_job: str | None = None) -> BlockView:
-    return BlockView(
-        block_id=b.block_id, owner=b.owner, gpu_count=b.gpu_count, start_round=b.start_round,
-        duration=b.duration, end_round=b.end_round, gpu_hours=b.hours, reliability=b.reliability,
-        energy_cost=b.energy_cost, status=b.status,
-        tradeable=b.status == BlockStatus.FREE and b.start_round > round_index,
-        job_id=b.job_id if own else None, reserved_for=b.reserved_for if own else None,
-        coalition_id=b.coalition_id, no_resale=b.no_resale, must_allocate=b.must_allocate if own else False,
-        marginal_value=marginal, best_job=best_job)
+# a BlockView's fields but the last two (marginal_value, best_job), which depend on the viewer
+BlockRow = tuple[str, str | None, int, int, int, int, int, float, float, str, bool, str | None, str | None, str | None,
+                 bool, bool]
+
+
+class WorldIndex:
+    """What every seat's view of one world state shares, gathered in one pass over the world.
+
+    Blocks, jobs, labs, pooled calls, events and messages are kept as tuples of view fields;
+    each view instantiates fresh view objects from them, so no two views (and nothing inside the
+    world) share a mutable object. It also gathers each lab's valuation inputs (plannable blocks,
+    open jobs, valid hours per job) so a :class:`LabValuer` needs no scan of its own. An index
+    describes one state: build a new one after the world changes (``Episode`` keys it by
+    ``World.version``).
+    """
+
+    __slots__ = ("events", "hours", "jobs", "labs", "market", "messages", "open_jobs", "owned", "plannable",
+                 "pooled", "round_index", "world")
+
+    def __init__(self, world: World) -> None:
+        r = world.round_index
+        self.world = world
+        self.round_index = r
+        jobs = world.jobs
+        hours = dict.fromkeys(jobs, 0)
+        counts: dict[str, int] = {}
+        plannable: dict[str, list[Block]] = {}
+        # the owner's rows, per owner: (block id, row); the others': (block, owner, row, priced for them)
+        owned: dict[str | None, list[tuple[str, BlockRow]]] = {}
+        market: list[tuple[Block, str | None, BlockRow, bool]] = []
+        for b in world.blocks.values():
+            status, owner, start, jid = b.status, b.owner, b.start_round, b.job_id
+            gpu_hours, end = b.hours, b.end_round
+            if jid is not None and status in ASSIGNED:
+                job = jobs.get(jid)
+                if job is not None and end <= job.deadline_round and b.reliability >= job.min_reliability:
+                    hours[jid] += gpu_hours  # valid hours (see valuation.valid_hours)
+            if owner is not None:
+                if status not in _GONE:
+                    counts[owner] = counts.get(owner, 0) + 1
+                if status in PLANNABLE and start > r:
+                    plannable.setdefault(owner, []).append(b)
+            tradeable = status == BlockStatus.FREE and start > r
+            common: tuple[str, str | None, int, int, int, int, int, float, float, str, bool] = (
+                b.block_id, owner, b.gpu_count, start, b.duration, end, gpu_hours, b.reliability, b.energy_cost,
+                status, tradeable)
+            owned.setdefault(owner, []).append(
+                (b.block_id, (*common, jid, b.reserved_for, b.coalition_id, b.no_resale, b.must_allocate)))
+            if status not in _GONE or start > r:
+                market.append((b, owner, (*common, None, None, b.coalition_id, b.no_resale, False),
+                               start > r and status in _PRICED))
+        self.owned = owned
+        self.market = market
+        self.hours = hours
+        self.plannable = plannable
+        self.jobs: dict[str, list[tuple[Any, ...]]] = {}
+        self.open_jobs: dict[str, list[Job]] = {}
+        pooled: list[tuple[str, tuple[Any, ...]]] = []
+        for j in jobs.values():
+            share = world.coalitions[j.coalition_id].shares.get(j.owner, 0.0) if j.coalition_id else 1.0
+            self.jobs.setdefault(j.owner, []).append((
+                j.job_id, j.gpu_hours_required, j.deadline_round, j.value, j.min_reliability, j.partial_credit,
+                j.pooled, j.status, hours[j.job_id], j.realized_value, j.coalition_id, share))
+            if j.status == "open":
+                self.open_jobs.setdefault(j.owner, []).append(j)
+            if j.pooled:
+                pooled.append((j.owner, (j.job_id, j.owner, j.gpu_hours_required, j.deadline_round,
+                                         j.min_reliability, j.status)))
+        self.pooled = pooled
+        self.labs = [(x.lab_id, round(x.budget, 6), x.reputation, counts.get(x.lab_id, 0), x.finished)
+                     for x in world.labs.values()]
+        self.events = [(e.round_index, e.kind, e.text) for e in world.events[-EVENT_HISTORY:]]
+        self.messages = [(m.sender, m.target, (m.round_index, m.sender, m.target, m.text)) for m in world.messages]
+
+    def valuer(self, lab_id: str) -> LabValuer:
+        """``LabValuer(world, lab_id)`` from the gathered inputs."""
+        return LabValuer.from_parts(self.world, lab_id, self.open_jobs.get(lab_id, []),
+                                    self.plannable.get(lab_id, []), self.hours)
+
+
+_GONE = (BlockStatus.DONE, BlockStatus.IDLE, BlockStatus.FAILED)
 
 
 def observe(world: World, lab_id: str, *, last_result: ResultView | None = None, reward: float = 0.0,
             reward_breakdown: dict[str, float] | None = None, aids: bool = True,
-            valuer: LabValuer | None = None) -> SeatView:
+            valuer: LabValuer | None = None, index: WorldIndex | None = None) -> SeatView:
     """Build ``lab_id``'s view. ``aids=False`` skips the what-if pricing (marginal values, offer values).
 
-    ``valuer`` may pass a :class:`LabValuer` already built for this lab on this exact world state.
+    ``valuer`` and ``index`` may pass a :class:`LabValuer` and a :class:`WorldIndex` already built
+    for this lab and world on this exact world state (the episode caches both per state).
     """
     lab = world.labs[lab_id]
     r = world.round_index
+    if index is None:
+        index = WorldIndex(world)
     if valuer is None:
-        valuer = LabValuer(world, lab_id)
+        valuer = index.valuer(lab_id)
     plan: Plan = valuer.plan()
     base_net = plan.net
-    own_plannable = {b.block_id for b in valuer.blocks}
+    assignment = plan.assignment
 
-    jobs = []
-    for j in world.jobs.values():
-        if j.owner != lab_id:
-            continue
-        share = world.coalitions[j.coalition_id].shares.get(lab_id, 0.0) if j.coalition_id else 1.0
-        jobs.append(JobView(j.job_id, j.gpu_hours_required, j.deadline_round, j.value, j.min_reliability,
-                            j.partial_credit, j.pooled, j.status, valid_hours(world, j), j.realized_value,
-                            j.coalition_id, share))
-    owned: list[BlockView] = []
-    market: list[BlockView] = []
-    for b in world.blocks.values():
-        if b.owner == lab_id:
-            mv = None
-            if aids and b.block_id in own_plannable:
-                mv = base_net - valuer.net(without=(b.block_id,))
-            owned.append(_block_view(b, own=True, round_index=r, marginal=mv,
-                                     best_job=plan.assignment.get(b.block_id)))
-        elif b.status not in (BlockStatus.DONE, BlockStatus.IDLE, BlockStatus.FAILED) or b.start_round > r:
-            mv = None
-            serves = None
-            if aids and b.start_round > r and b.status in (BlockStatus.FREE, BlockStatus.RESERVED, BlockStatus.AUCTION):
-                mv = valuer.net(extra=(b,)) - base_net
+    jobs = [JobView(*row) for row in index.jobs.get(lab_id, ())]
+    mine = index.owned.get(lab_id, ())
+    if not aids:
+        owned = [BlockView(*row, None, assignment.get(bid)) for bid, row in mine]
+        market = [BlockView(*row, None, None) for _b, owner, row, _priced in index.market if owner != lab_id]
+    else:
+        without = dict(zip([b.block_id for b in valuer.blocks], valuer.nets_without_each(), strict=True))
+        owned = [BlockView(*row, base_net - without[bid] if bid in without else None, assignment.get(bid))
+                 for bid, row in mine]
+        candidates = [b for b, owner, _row, priced in index.market if priced and owner != lab_id]
+        prices = dict(zip([b.block_id for b in candidates], valuer.extra_prices(candidates), strict=True))
+        market = []
+        for b, owner, row, _priced in index.market:
+            if owner == lab_id:
+                continue
+            mv = serves = None
+            price = prices.get(b.block_id)
+            if price is not None:
+                mv = price[0] - base_net
                 if mv > 1e-9:
-                    serves = valuer.job_for(b)
-            market.append(_block_view(b, own=False, round_index=r, marginal=mv, best_job=serves))
+                    serves = price[1]
+            market.append(BlockView(*row, mv, serves))
 
     offers: list[OfferView] = []
     for o in world.offers.values():
@@ -275,7 +349,7 @@ def observe(world: World, lab_id: str, *, last_result: ResultView | None = None,
             c.coalition_id, c.proposer, list(c.members), c.job_id, job.gpu_hours_required, job.deadline_round,
             {k: list(v) for k, v in c.commitments.items()} if member else {},
             c.payment if member else 0.0, dict(c.shares) if member else {}, c.expires_round,
-            sorted(c.consented), c.status, valid_hours(world, job) if c.status == "formed" else 0,
+            sorted(c.consented), c.status, index.hours[job.job_id] if c.status == "formed" else 0,
             list(c.breaches), list(c.excused), c.created_round))
 
     auctions = [AuctionView(a.auction_id, a.block_id, a.opened_round, a.close_round, a.status,
@@ -288,20 +362,14 @@ def observe(world: World, lab_id: str, *, last_result: ResultView | None = None,
                              for p in a.pitches.values()],
                             a.winner, a.price)
                 for a in world.auctions.values() if a.status == "open" or a.close_round >= r - 1]
-    pooled = [PooledJobView(j.job_id, j.owner, j.gpu_hours_required, j.deadline_round, j.min_reliability, j.status)
-              for j in world.jobs.values() if j.pooled and j.owner != lab_id]
-    events = [EventView(e.round_index, e.kind, e.text) for e in world.events[-EVENT_HISTORY:]]
-    msgs = [MessageView(m.round_index, m.sender, m.target, m.text) for m in world.messages
-            if m.target is None or m.target == lab_id or m.sender == lab_id][-MESSAGE_HISTORY:]
-    counts: dict[str, int] = {}
-    for b in world.blocks.values():
-        if b.owner is not None and b.status not in (BlockStatus.FAILED, BlockStatus.IDLE, BlockStatus.DONE):
-            counts[b.owner] = counts.get(b.owner, 0) + 1
-    labs = [LabView(x.lab_id, round(x.budget, 6), x.reputation, counts.get(x.lab_id, 0), x.finished)
-            for x in world.labs.values()]
-    phi = lab.budget + lab.realized_value + base_net + member_share_value(world, lab_id)
+    pooled = [PooledJobView(*row) for owner, row in index.pooled if owner != lab_id]
+    events = [EventView(*row) for row in index.events]
+    msgs = [MessageView(*row) for sender, target, row in index.messages
+            if target is None or target == lab_id or sender == lab_id][-MESSAGE_HISTORY:]
+    labs = [LabView(*row) for row in index.labs]
+    phi = lab.budget + lab.realized_value + base_net + member_share_value(world, lab_id, index.hours)
     best_plan: dict[str, list[str]] = {}
-    for bid, jid in plan.assignment.items():
+    for bid, jid in assignment.items():
         best_plan.setdefault(jid, []).append(bid)
     return SeatView(
         task=world.task, split=world.split, round_index=r, max_rounds=world.max_rounds,

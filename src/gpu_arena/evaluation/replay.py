@@ -9,12 +9,15 @@ from pathlib import Path
 from typing import Any
 
 from ..core.engine import Episode, action_from_record
+from ..core.judge import recorded_judge
 
 
 def replay_episode(record: dict[str, Any]) -> Episode:
-    """Re-run a recorded episode; the result's ``transcript`` equals the recorded one."""
+    """Re-run a recorded episode; the result's ``transcript`` equals the recorded one. A model
+    judge's verdicts are played back from the transcript (the model is not asked again)."""
     episode = Episode.new(record["task"], record["split"], int(record["seed"]),
-                          controlled=(record.get("seat", "lab_0"),), judge_mode=record.get("judge_mode", "none"))
+                          controlled=(record.get("seat", "lab_0"),), judge_mode=record.get("judge_mode", "none"),
+                          judge=recorded_judge(record["transcript"]))
     for rnd in record["transcript"]:
         episode.step({lid: action_from_record(a) for lid, a in rnd["actions"].items()})
     return episode

@@ -4,17 +4,24 @@ One job is one (task, split, seed) with every policy: the world and its exact we
 built once per job, and every policy meets the same opponents on the same world. Results do not
 depend on the number of workers or the order jobs finish in: rows are sorted before they are
 returned.
+
+``opponents`` puts any policy in the other seats (a name such as ``llm:openai:<model>@<url>``
+for all of them, a list in seat order, or a mapping seat -> name; default: the world's
+archetypes), and ``judge_mode``/``judge`` run judge mode with the rule judge or a model judge.
+Every model in an episode (the controlled seat's agent, LLM opponents, an LLM judge) reports
+its token and latency ledger in ``EpisodeResult.llm_usage``; :func:`usage_rows` sums them.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from ..core.engine import world_fingerprint
+from ..core.rules import AWARD_RULES
 from ..core.types import REWARD_COLUMNS
 from ..core.valuation import social_optimum
 from ..core.worldgen import generate_world
@@ -42,15 +49,19 @@ class EpisodeResult:
     invalid_rate: float
     invalid_actions: int
     replay: dict[str, Any] | None = field(default=None)
+    # seat (or "judge") -> {"role", "agent", and the ledger's counts}; only for policies with a ledger
+    llm_usage: dict[str, dict[str, Any]] | None = field(default=None)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
 
 def play_episode(policy: str, task: str, split: str, seed: int, *, opponents: Any = None,
-                 keep_replay: bool = False, optimum: float | None = None) -> EpisodeResult:
-    """Play one episode with ``policy`` in seat lab_0 against the world's opponents."""
-    env = GpuArenaEnv(task=task, split=split, opponents=opponents)
+                 keep_replay: bool = False, optimum: float | None = None, judge_mode: str = "none",
+                 judge: Any = None) -> EpisodeResult:
+    """Play one episode with ``policy`` in seat lab_0 against ``opponents`` (default: the world's
+    archetypes; see ``GpuArenaEnv``), in judge mode if asked (``judge``: a model judge's name)."""
+    env = GpuArenaEnv(task=task, split=split, opponents=opponents, judge_mode=judge_mode, judge=judge)
     obs = env.reset(seed=seed)
     episode = env.episode
     assert episode is not None
@@ -72,39 +83,124 @@ def play_episode(policy: str, task: str, split: str, seed: int, *, opponents: An
     if keep_replay:
         replay = {"task": task, "split": split, "seed": seed, "policy": policy, "seat": "lab_0",
                   "transcript": episode.transcript}
+        if judge_mode != "none":
+            replay["judge_mode"] = judge_mode
+    usage = {"lab_0": _usage("controlled", policy, driver)}
+    usage.update({lid: _usage("opponent", _spec_name(opponents, lid, p), p) for lid, p in env.policies.items()})
+    usage["judge"] = _usage("judge", str(judge), env.judge)
+    llm_usage = {k: v for k, v in usage.items() if v is not None}
     return EpisodeResult(
         policy=policy, task=task, split=split, seed=seed, episode_return=total, columns=sums, steps=steps,
         welfare=metrics["welfare"], optimum=metrics["optimum"], welfare_ratio=metrics["welfare_ratio"],
         surplus_over_batna=me["surplus_over_batna"], deal_rate=me["deal_rate"], breach_rate=me["breach_rate"],
         invalid_rate=me["invalid_rate"], invalid_actions=episode.world.labs["lab_0"].invalid_actions,
-        replay=replay)
+        replay=replay, llm_usage=llm_usage or None)
+
+
+def _spec_name(spec: Any, seat: str, policy: Any) -> str:
+    name = getattr(policy, "name", None)
+    if isinstance(name, str):
+        return name
+    if isinstance(spec, str):
+        return spec
+    if isinstance(spec, dict) and isinstance(spec.get(seat), str):
+        return str(spec[seat])
+    return type(policy).__name__
+
+
+def _usage(role: str, name: str, policy: Any) -> dict[str, Any] | None:
+    """A policy's (or judge's) token and latency ledger as a dict, if it keeps one (LLM agents do)."""
+    ledger = getattr(policy, "ledger", None)
+    to_dict = getattr(ledger, "to_dict", None)
+    if not callable(to_dict):
+        return None
+    return {"role": role, "agent": getattr(policy, "name", name), **to_dict()}
+
+
+USAGE_SUMS = ("calls", "prompt_tokens", "completion_tokens", "estimated_calls", "model_s", "overhead_s", "retries",
+              "failures", "format_errors")
+
+
+def usage_rows(results: Sequence[EpisodeResult]) -> list[dict[str, Any]]:
+    """The LLM ledgers of a run summed per (controlled policy, task, split, role, agent): prompt and
+    completion tokens, model latency, the agent's own overhead, retries, failures and format
+    errors (parse failures; malformed verdicts for a judge), with per-call means. Rows come in
+    the order of the results; none if no model took part."""
+    groups: dict[tuple[str, str, str, str, str], dict[str, Any]] = {}
+    for r in results:
+        for u in (r.llm_usage or {}).values():
+            key = (r.policy, r.task, r.split, str(u["role"]), str(u["agent"]))
+            g = groups.setdefault(key, {"episodes": 0, "max_call_s": 0.0, **dict.fromkeys(USAGE_SUMS, 0)})
+            g["episodes"] += 1
+            for k in USAGE_SUMS:
+                g[k] += u.get(k, 0)
+            g["max_call_s"] = max(g["max_call_s"], u.get("max_call_s", 0.0))
+    rows = []
+    for (policy, task, split, role, agent), g in groups.items():
+        n = max(g["calls"], 1)
+        rows.append({"policy": policy, "task": task, "split": split, "role": role, "agent": agent, **g,
+                     "prompt_tokens_per_call": g["prompt_tokens"] / n,
+                     "completion_tokens_per_call": g["completion_tokens"] / n,
+                     "model_s_per_call": g["model_s"] / n, "overhead_ms_per_call": 1000 * g["overhead_s"] / n,
+                     "format_error_rate": g["format_errors"] / n})
+    return rows
 
 
 Optima = dict[tuple[str, str, int], tuple[str, float]]  # (task, split, seed) -> (world fingerprint, optimum)
+OpponentSpec = str | Sequence[str] | Mapping[str, str] | None
+
+
+def _opponent_names(spec: OpponentSpec) -> list[str]:
+    if spec is None:
+        return []
+    if isinstance(spec, str):
+        return [spec]
+    if isinstance(spec, Mapping):
+        return [str(v) for v in spec.values()]
+    return [str(v) for v in spec]
 
 
 def _job(policies: Sequence[str], task: str, split: str, seed: int, keep_replay: bool,
-         cached: tuple[str, float] | None) -> tuple[list[EpisodeResult], tuple[str, float]]:
+         cached: tuple[str, float] | None, opponents: Any = None, judge_mode: str = "none",
+         judge: str | None = None) -> tuple[list[EpisodeResult], tuple[str, float]]:
     world = generate_world(task, split, seed)
     fingerprint = world_fingerprint(world)
     if cached is not None and cached[0] == fingerprint:
         optimum = cached[1]
     else:
         optimum = social_optimum(list(world.blocks.values()), list(world.jobs.values()))
-    results = [play_episode(p, task, split, seed, keep_replay=keep_replay, optimum=optimum) for p in policies]
+    results = [play_episode(p, task, split, seed, keep_replay=keep_replay, optimum=optimum, opponents=opponents,
+                            judge_mode=judge_mode, judge=judge) for p in policies]
     return results, (fingerprint, optimum)
 
 
 def run_evaluation(policies: Sequence[str], tasks: Sequence[str], split: str, seeds: Sequence[int], *,
                    workers: int = 1, keep_replays: bool = False, optima: Optima | None = None,
-                   progress: Callable[[int], None] | None = None) -> list[EpisodeResult]:
+                   progress: Callable[[int], None] | None = None, opponents: OpponentSpec = None,
+                   judge_mode: str = "none", judge: str | None = None) -> list[EpisodeResult]:
     """Every policy × task × seed. ``progress`` is called with the number of episodes just finished.
 
     ``optima`` caches the exact welfare optimum per world (it costs up to seconds a world); it is
-    read, and filled with what this run computed.
+    read, and filled with what this run computed. ``opponents`` (names, so that worker processes
+    can build them) fills the other seats: one name for all, a list in seat order or a mapping
+    seat -> name; None or ``archetypes``: the world's archetypes. ``judge_mode="rule"`` plays judge
+    mode; ``judge`` names a model judge (``llm:openai:<model>@<base_url>``) to add to the rules.
     """
     for p in policies:
         make_policy(p)  # fail fast on an unknown name, before any worker starts
+    for name in _opponent_names(opponents):
+        if name != "archetypes":
+            make_policy(name)
+    if judge_mode not in AWARD_RULES:
+        raise ValueError(f"unknown judge_mode {judge_mode!r}; expected one of {', '.join(AWARD_RULES)}")
+    if judge not in (None, "rule"):
+        if judge_mode == "none":
+            raise ValueError("a judge scores pitches in judge mode only: use judge_mode='rule'")
+        if not str(judge).startswith("llm:"):
+            raise ValueError(f"unknown judge {judge!r}; expected rule or llm:openai:<model>@<base_url>")
+        from ..llm.judge import make_judge
+
+        make_judge(str(judge))
     optima = optima if optima is not None else {}
     jobs = [(task, seed) for task in tasks for seed in seeds]
     results: list[EpisodeResult] = []
@@ -116,13 +212,15 @@ def run_evaluation(policies: Sequence[str], tasks: Sequence[str], split: str, se
         if progress:
             progress(len(policies))
 
+    extra = (opponents, judge_mode, judge)
     if workers <= 1:
         for task, seed in jobs:
-            collect(task, seed, _job(policies, task, split, seed, keep_replays, optima.get((task, split, seed))))
+            collect(task, seed, _job(policies, task, split, seed, keep_replays, optima.get((task, split, seed)),
+                                     *extra))
     else:
         with ProcessPoolExecutor(max_workers=min(workers, os.cpu_count() or 1, len(jobs) or 1)) as pool:
             futures = {pool.submit(_job, list(policies), task, split, seed, keep_replays,
-                                   optima.get((task, split, seed))): (task, seed) for task, seed in jobs}
+                                   optima.get((task, split, seed)), *extra): (task, seed) for task, seed in jobs}
             for fut in as_completed(futures):
                 collect(*futures[fut], fut.result())
     order = {p: i for i, p in enumerate(policies)}
@@ -131,4 +229,4 @@ def run_evaluation(policies: Sequence[str], tasks: Sequence[str], split: str, se
     return results
 
 
-__all__ = ["EpisodeResult", "play_episode", "run_evaluation"]
+__all__ = ["EpisodeResult", "play_episode", "run_evaluation", "usage_rows"]

@@ -1,7 +1,8 @@
 """The embedded results store: SQLite, one file (default ``.arena/arena.db``, or ``GPU_ARENA_DB``).
 
 A run records what made it (git commit, arguments, seeds, package versions, time, duration), its
-aggregated rows and every episode (return and, when kept, the replay as compact JSON). Episodes
+aggregated rows, every episode (return and, when kept, the replay as compact JSON) and the
+LLM ledgers of the models that took part (``llm_usage``). Episodes
 played against the server are kept apart, one row per finished episode, keyed by a replay id.
 """
 
@@ -59,6 +60,15 @@ CREATE TABLE IF NOT EXISTS optima (
     task TEXT NOT NULL, split TEXT NOT NULL, seed INTEGER NOT NULL, fingerprint TEXT NOT NULL,
     optimum REAL NOT NULL,
     PRIMARY KEY (task, split, seed, fingerprint)
+);
+CREATE TABLE IF NOT EXISTS llm_usage (
+    run_id INTEGER NOT NULL REFERENCES runs(id),
+    policy TEXT NOT NULL, task TEXT NOT NULL, split TEXT NOT NULL,
+    role TEXT NOT NULL, agent TEXT NOT NULL,
+    episodes INTEGER NOT NULL, calls INTEGER NOT NULL,
+    prompt_tokens INTEGER NOT NULL, completion_tokens INTEGER NOT NULL,
+    model_s REAL NOT NULL, format_errors INTEGER NOT NULL,
+    row TEXT NOT NULL
 );
 """
 
@@ -178,3 +188,19 @@ def save_served_episode(con: sqlite3.Connection, record: dict[str, Any]) -> None
 def load_served_episode(con: sqlite3.Connection, replay_id: str) -> dict[str, Any] | None:
     row = con.execute("SELECT replay FROM served_episodes WHERE replay_id = ?", (replay_id,)).fetchone()
     return json.loads(row[0]) if row else None
+
+
+def save_usage(con: sqlite3.Connection, run_id: int, rows: Sequence[dict[str, Any]]) -> None:
+    """Store a run's LLM ledgers (rows of ``gpu_arena.evaluation.runner.usage_rows``)."""
+    with con:
+        con.executemany(
+            "INSERT INTO llm_usage (run_id, policy, task, split, role, agent, episodes, calls, prompt_tokens, "
+            "completion_tokens, model_s, format_errors, row) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
+            [(run_id, r["policy"], r["task"], r["split"], r["role"], r["agent"], r["episodes"], r["calls"],
+              r["prompt_tokens"], r["completion_tokens"], r["model_s"], r["format_errors"], json.dumps(r))
+             for r in rows])
+
+
+def load_usage(con: sqlite3.Connection, run_id: int) -> list[dict[str, Any]]:
+    """A run's LLM ledgers, in the order they were stored (empty if no model took part)."""
+    return [json.loads(r[0]) for r in con.execute("SELECT row FROM llm_usage WHERE run_id = ? ORDER BY rowid", (run_id,))]

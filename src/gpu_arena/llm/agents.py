@@ -408,7 +408,35 @@ class TransformersAgent(ChatAgent):
         self._calls += 1
         new = out[0, prompt_len:]
         text = tok.decode(new, skip_special_tokens=True)
+        calls = _parsed_tool_calls(tok, new, inputs["input_ids"][0], tools) if tools else None
+        if calls is not None:
+            content, tool_calls = calls
+            return Completion(content=content, tool_calls=tool_calls, prompt_tokens=prompt_len,
+                              completion_tokens=int(new.shape[-1]))
         return Completion(content=text, prompt_tokens=prompt_len, completion_tokens=int(new.shape[-1]))
+
+
+def _parsed_tool_calls(tok: Any, new: Any, prompt: Any, tools: list[dict[str, Any]]
+                       ) -> tuple[str, list[dict[str, Any]]] | None:
+    """Tool calls read with the tokenizer's own response parser, when it declares one (checkpoints
+    trained by ``gpu_arena.training`` do; it is how TRL reads calls during GRPO). The conversation
+    then records a call, and the next turn is its ``tool`` message, as in training. ``None``: no
+    parser, no call, or a reply the parser cannot read (the text then goes to ``parse_action``)."""
+    if getattr(tok, "response_template", None) is None:
+        return None
+    try:
+        parsed = tok.parse_response(new.tolist(), prefix=prompt.tolist(), tools=tools)
+    except Exception:  # a malformed call: parse_action reports it from the text as a format error
+        return None
+    calls = parsed.get("tool_calls") if isinstance(parsed, dict) else None
+    if not calls or not all(isinstance(c, dict) and isinstance(c.get("function"), dict) for c in calls):
+        return None
+    content = parsed.get("content") or ""
+    if tok.eos_token and isinstance(content, str):
+        content = content.removesuffix(tok.eos_token)
+    return content, [{"type": "function", "function": {"name": c["function"].get("name"),
+                                                       "arguments": c["function"].get("arguments") or {}}}
+                     for c in calls]
 
 
 __all__ = ["ChatAgent", "Completion", "LLMUnavailableError", "Ledger", "OpenAICompatibleAgent", "TransformersAgent"]

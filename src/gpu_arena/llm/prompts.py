@@ -12,6 +12,11 @@ BATNA, worth of each block and offer, best plan), because state can change in an
 rounds and a model should not have to replay deltas; the past (events, messages) is shown once,
 when it is new. The output is deterministic (fixed ordering and number formats) so snapshots and
 prefix caches hold.
+
+Every token counts (issue #6 keeps the hard task's JSON-mode prompt under 2,000 cl100k tokens on
+every turn; decision 0013): the block-row legend lives in the system prompt, other labs' blocks
+are grouped by the seat's job they would serve and shown as size, window and worth (the worth
+counts their reliability and energy for the seat), and nothing is repeated within a turn.
 """
 
 from __future__ import annotations
@@ -30,17 +35,18 @@ Mode = Literal["tools", "json"]
 MODES: tuple[str, ...] = ("tools", "json")
 
 _RULES = """\
-You negotiate for one AI lab in GPU Arena, a market of scarce GPU blocks. Goal: maximise your utility = value of your completed jobs - energy paid + money gained. Each round all labs act at once, one action each; then the clock ticks.
+You play one AI lab in GPU Arena, a market of scarce GPU blocks. Maximise utility = value of your completed jobs - energy paid + money gained. Each round all labs act at once, one action each; then the clock ticks.
 
 Rules
-- A block has gpus over rounds [start,end) (GPU-h = gpus x rounds), a reliability and an energy cost per GPU-h. Trade, reserve or commit it only before its window starts; then it runs for the job it is allocated to, or idles.
-- A job (private) completes when its allocated blocks give its GPU-h, each ending by its deadline and meeting its reliability floor; partial credit pays part of the value. Jobs settle at their deadline.
-- Offers swap blocks and/or money ($) between two labs, settle atomically when accepted, stay open expires_in rounds; a counter-offer replaces the original.
-- A pooled job needs several labs: its owner proposes a coalition (members, committed blocks, value shares summing to 1); it forms when every member commits. Withdrawing committed blocks is a breach.
+- Block: gpus for rounds [start,end) (GPU-h = gpus x rounds), a reliability, an energy cost per GPU-h. Trade, reserve or commit it before its window starts; then it runs for its allocated job, or idles.
+- Job (private): done when its allocated blocks give its GPU-h, each ending by its deadline and meeting its reliability floor; else partial credit pays that share of its value. Jobs settle at their deadline.
+- Offer: blocks and/or money ($) between two labs, settled atomically when accepted, open expires_in rounds; a counter-offer replaces it.
+- Pooled job: its owner proposes a coalition (members, committed blocks, value shares summing to 1); it forms when every member commits; withdrawing committed blocks is a breach.
 - Shocks (failures, new supply, energy, reliability or deadline changes, emergency auctions) are announced when they happen. Auction pitches are judged against the truth.
-- Reputation (public) falls with breaches, invalid actions and spam (repeats). An invalid or unreadable action wastes your turn with a small penalty.
+- Reputation (public) falls with breaches, invalid actions and spam (repeated actions). An unreadable or invalid action wastes your turn with a small penalty.
 
-Your decision aids: BATNA = your utility if you trade no more; worth = how much a block or offer would raise your position; best plan = the best allocation of what you hold (allocate_to_job with no arguments applies it, before windows start). Reward each round = the change of your position (scaled) + penalties."""
+Block rows: id gpus x [start,end) reliability e<energy per GPU-h> w<worth to you>, then status and notes. Market rows leave out reliability and energy: their worth to you counts both.
+Decision aids: BATNA = your utility if you trade no more; worth = how much a block or offer would raise your position (alone); best plan = the best allocation of what you hold (allocate_to_job without fields applies it). Reward per round = the change of your position (scaled) + penalties, shown when not zero."""
 
 _TOOLS_TAIL = "Act by calling exactly one of the provided tools per turn."
 
@@ -87,12 +93,26 @@ def _terms(blocks: list[str], money: float) -> str:
 _GONE = ("done", "idle", "failed")
 
 
-BLOCK_COLUMNS = "id gpus [start,end) GPU-h reliability energy/GPU-h, status if not free, worth to you if any"
+def _energy(x: float) -> str:
+    """Energy per GPU-h: ``e.51`` (a leading zero costs a token on every block row)."""
+    text = _num(x)
+    return "e" + (text[1:] if text.startswith("0.") else text)
+
+
+def _spec(b: Any, *, energy: bool = True) -> str:
+    """A block's public facts, ``id gpus x [start,end) reliability e<energy per GPU-h>`` (the
+    system prompt gives the legend once; GPU-h is gpus x rounds, so it is not repeated)."""
+    return (f"{b.block_id} {b.gpu_count}x[{b.start_round},{b.end_round}) {_pct(b.reliability)}"
+            + (f" {_energy(b.energy_cost)}" if energy else ""))
+
+
+def _useful(b: Any) -> bool:
+    return b.marginal_value is not None and abs(b.marginal_value) >= 0.005  # below a cent: worth nothing to you
 
 
 def _block_row(b: Any, *, own: bool) -> str:
-    """One block as a table row: ``id gpus [start,end) GPU-h rel energy`` then status and worth."""
-    row = f"{b.block_id} {b.gpu_count} [{b.start_round},{b.end_round}) {b.gpu_hours} {_pct(b.reliability)} {_num(b.energy_cost)}"
+    """One of the seat's blocks as a row: its facts, then status, notes and worth (for which job)."""
+    row = _spec(b)
     notes = [] if b.status == "free" else [b.status + (f"->{b.job_id}" if own and b.job_id else "")]
     if own and b.reserved_for and not b.job_id:
         notes.append(f"for {b.reserved_for}")
@@ -100,9 +120,42 @@ def _block_row(b: Any, *, own: bool) -> str:
         notes.append(f"in {b.coalition_id}")
     if b.no_resale or b.must_allocate:
         notes.append("no-resale")
-    if b.marginal_value is not None and abs(b.marginal_value) >= 0.005:  # no note: worth nothing to you
-        notes.append(f"worth {_num(b.marginal_value)}" + (f" for {b.best_job}" if b.best_job else ""))
-    return row + (", " + ", ".join(notes) if notes else "")
+    if _useful(b):  # the job it serves is in the best plan line
+        notes.append(f"w{_num(b.marginal_value)}")
+    return row + (" " + ", ".join(notes) if notes else "")
+
+
+def _market_row(b: Any, *, aids: bool) -> str:
+    """Another lab's tradeable block as what it is to the seat: size, window and worth (the group
+    names the job). The worth already counts the block's reliability against the seat's floors
+    and the energy the seat would pay, so with decision aids those two are left out; without
+    aids the row has every fact."""
+    if not aids:
+        return _spec(b)
+    row = f"{b.block_id} {b.gpu_count}x[{b.start_round},{b.end_round})" + (
+        f" w{_num(b.marginal_value)}" if _useful(b) else "")
+    if b.coalition_id:
+        row += f" in {b.coalition_id}"
+    if b.no_resale or b.must_allocate:
+        row += " no-resale"
+    return row
+
+
+def _market_lines(blocks: list[Any]) -> list[str]:
+    """Other labs' tradeable blocks grouped by the seat's job each would serve (then by owner), so
+    a job id is written once per group rather than once per block; blocks of no use come last."""
+    groups: dict[str, dict[str, list[Any]]] = {}
+    for b in blocks:
+        key = (b.best_job or "your jobs") if _useful(b) else ""
+        groups.setdefault(key, {}).setdefault(b.owner, []).append(b)
+    aids = any(b.marginal_value is not None for b in blocks)
+    if aids:
+        label = {k: f"for {k}: " if k else "worth nothing to you alone: " for k in groups}
+    else:
+        label = {"": ""}  # no decision aids in this view: group by owner only
+    order = sorted(groups, key=lambda k: (k == "", k))
+    return [label[k] + " | ".join(f"{owner}: " + "; ".join(_market_row(b, aids=aids) for b in bs)
+                                  for owner, bs in sorted(groups[k].items())) for k in order]
 
 
 def _result_line(obs: Any) -> str:
@@ -116,6 +169,8 @@ def _reward_line(obs: Any) -> str:
     breakdown = getattr(obs, "reward_breakdown", None) or {}
     parts = [f"{k.removesuffix('_score')} {v:+.4f}" for k, v in breakdown.items()
              if k != "normalized_reward" and abs(v) >= 5e-5]
+    if not parts and abs(obs.reward or 0.0) < 5e-5:
+        return ""  # a zero reward is the common case early on: the line would only cost tokens
     return f"Reward {(obs.reward or 0.0):+.4f}" + (f" ({', '.join(parts)})" if parts else "")
 
 
@@ -152,36 +207,36 @@ def render_turn(obs: Any, memory: RenderMemory | None = None) -> str:
     memory = memory if memory is not None else RenderMemory()
     me = obs.controlled_lab_id
     out = [f"[{obs.task}] Round {obs.round_index}/{obs.max_rounds}. You are {me}: budget {_num(obs.controlled_lab_budget)},"
-           f" reputation {_num(obs.controlled_lab_reputation)}."]
+           f" reputation {_num(obs.controlled_lab_reputation)}, BATNA {_num(obs.batna)},"
+           f" surplus so far {_signed(obs.surplus_over_batna)}."]
     if memory.turns:
         out.append(_result_line(obs))
-        out.append(_reward_line(obs))
-    out.append(f"BATNA {_num(obs.batna)}; surplus so far {_signed(obs.surplus_over_batna)}.")
+        reward = _reward_line(obs)
+        if reward:
+            out.append(reward)
     out.append("Your jobs:")
     for j in obs.private_jobs:
         line = f"- {j.job_id}: {j.gpu_hours_required} GPU-h by round {j.deadline_round}, value {_num(j.value)}"
         if j.min_reliability:
             line += f", reliability>={_pct(j.min_reliability, up=True)}"
         if j.partial_credit:
-            line += f", partial credit {_num(j.partial_credit)}"
-        line += f", has {j.assigned_hours} h, {j.status}"
+            line += f", partial {_num(j.partial_credit)}"
+        line += f", has {j.assigned_hours} h" + ("" if j.status == "open" else f", {j.status}")
         if j.pooled:
             line += " [pooled" + (f", {j.coalition_id} share {_num(j.share)}" if j.coalition_id else "") + "]"
         if j.realized_value:
             line += f", realised {_num(j.realized_value)}"
         out.append(line)
     live = [b for b in obs.owned_blocks if b.status not in _GONE]
-    out.append(f"Your blocks ({BLOCK_COLUMNS}):" if live else "Your blocks: none usable")
+    out.append("Your blocks:" if live else "Your blocks: none usable")
     out += [_block_row(b, own=True) for b in live]
     if obs.best_plan:
         out.append("Best plan: " + "; ".join(f"{j} <- {', '.join(bs)}" for j, bs in sorted(obs.best_plan.items())))
     market = obs.public_market
     tradeable = [b for b in market.blocks if b.tradeable and b.owner != me]
     if tradeable:
-        out.append(f"Blocks of other labs you can ask for ({BLOCK_COLUMNS}):")
-        owners = sorted({b.owner for b in tradeable})
-        for owner in owners:
-            out.append(f"{owner}: " + "; ".join(_block_row(b, own=False) for b in tradeable if b.owner == owner))
+        out.append("Market (other labs' blocks you can ask for), by your job each would serve:")
+        out += _market_lines(tradeable)
     for a in market.auctions:
         blk = next((b for b in market.blocks if b.block_id == a.block_id), None)
         spec = f" ({blk.gpu_count} GPU [{blk.start_round},{blk.end_round}), worth {_num(blk.marginal_value)})" \
@@ -203,8 +258,8 @@ def render_turn(obs: Any, memory: RenderMemory | None = None) -> str:
         money_in = o.payment if incoming else o.requested_payment
         money_out = o.requested_payment if incoming else o.payment
         who = f"from {o.sender}" if incoming else f"to {o.target}"
-        line = (f"- {o.offer_id} {who}: you get {_terms(you_get, money_in)}, you give {_terms(you_give, money_out)};"
-                f" open until round {o.expires_round - 1}; worth {_signed(o.value_to_me)} to you")
+        line = (f"- {o.offer_id} {who}: you get {_terms(you_get, money_in)}, give {_terms(you_give, money_out)};"
+                f" until round {o.expires_round - 1}; worth {_signed(o.value_to_me)}")
         conds = [k for k, v in sorted(o.conditions.items()) if v]
         if conds:
             line += f"; conditions {', '.join(conds)}"
@@ -215,21 +270,27 @@ def render_turn(obs: Any, memory: RenderMemory | None = None) -> str:
         out.append("Coalitions:")
     for c in obs.active_coalitions:
         line = (f"- {c.coalition_id} ({c.status}) by {c.proposer} for {c.job_id}: {c.gpu_hours_required} GPU-h by round"
-                f" {c.deadline_round}; members {', '.join(c.members)}; consented {', '.join(c.consented) or 'none'}")
-        if c.commitments:
-            line += "; commits " + "; ".join(f"{m} {_ids(bs)}" for m, bs in sorted(c.commitments.items()))
-        if c.shares:
-            line += "; shares " + ", ".join(f"{m} {_num(s)}" for m, s in sorted(c.shares.items()))
+                f" {c.deadline_round}")
         if c.payment:
             line += f"; pool payment {_num(c.payment)}"
         if c.status == "proposed":
             line += f"; open until round {c.expires_round - 1}"
         if c.breaches:
             line += f"; breached by {', '.join(c.breaches)}"
+        # one entry per member (its consent, commitments and share) rather than three lists of members
+        consented = set(c.consented)
+        if c.commitments or c.shares:
+            line += "; members (* consented) with commits and share: " + "; ".join(
+                f"{m}{'*' if m in consented else ''} {_ids(c.commitments.get(m, []))}"
+                + (f" {_num(c.shares[m])}" if m in c.shares else "") for m in c.members)
+        else:
+            line += "; members (* consented): " + ", ".join(f"{m}{'*' if m in consented else ''}" for m in c.members)
         out.append(line)
-    out.append("Labs: " + "; ".join(
-        f"{x.lab_id}{' (you)' if x.lab_id == me else ''} budget {_num(x.budget)} rep {_num(x.reputation)}"
-        f" {x.n_blocks} blocks" + (" finished" if x.finished else "") for x in obs.visible_labs))
+    others = [x for x in obs.visible_labs if x.lab_id != me]  # the first line already states yours
+    if others:
+        out.append("Other labs: " + "; ".join(
+            f"{x.lab_id} ${_num(x.budget)} rep {_num(x.reputation)} {x.n_blocks} blocks" + (" finished" if x.finished else "")
+            for x in others))
     events = _fresh([(e.round_index, e.kind, e.text) for e in market.events], memory.events)
     if events:
         out.append("News: " + "; ".join(f"r{r} {text}" for r, _kind, text in events))

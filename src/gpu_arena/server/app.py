@@ -25,11 +25,14 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from .. import __version__
 from ..models import ArenaAction, ArenaObservation, ArenaState
+from .autoeval import AutoEval
 from .dashboard import install_dashboard
 from .environment import ServedArenaEnv
 from .errors import ArenaRequestError, CapacityReached, error_response
 from .guard import PayloadGuard
 from .recorder import EpisodeRecorder
+from .reference import build_reference_router
+from .replays import build_replay_router
 from .routes import build_router
 from .sessions import SessionManager
 from .settings import ServerSettings
@@ -46,7 +49,11 @@ A multi-agent GPU-market negotiation environment, served the OpenEnv way.
 * **REST sessions** `/api/sessions`: the same episodes over plain HTTP, with a session id.
 * `/reset` and `/step` are OpenEnv's stateless routes: each call uses a fresh environment.
 * Finished episodes are stored and replayable: `/api/episodes/{replay_id}`.
-* The dashboard is at `/`; it reads `/api/overview`, `/api/results/latest` and the session routes.
+* Stored episodes (served, and evaluation episodes with replays) are listed at `/api/episodes`, replayed
+  step by step at `/api/episodes/{ref}/frames` and forked into a new session with
+  `POST /api/episodes/{ref}/fork?step=k`.
+* The dashboard is at `/`; it reads `/api/overview`, `/api/results/latest`, `/api/reference/*`,
+  `/api/artifacts`, the episode routes and the session routes.
 
 Every bad input is a 4xx with `{"error": {"code", "message"}}`, or, for a well-typed action the
 rules refuse, an observation whose `last_action_result` carries the code. Never a 5xx.
@@ -75,16 +82,23 @@ def create_arena_app(settings: ServerSettings | None = None) -> FastAPI:
     manager = SessionManager(settings, lambda: ServedArenaEnv(settings, recorder))
     app.state.settings, app.state.sessions, app.state.recorder = settings, manager, recorder
     app.include_router(build_router(manager, recorder))
+    app.include_router(build_replay_router(settings, manager, recorder))
+    app.include_router(build_reference_router(settings))
 
-    install_dashboard(app, settings)
+    # the first-run evaluation (settings.auto_eval): started with the server, never waited for
+    auto_eval = AutoEval(settings)
+    app.state.auto_eval = auto_eval
+    install_dashboard(app, settings, auto_eval)
 
     _install_error_handlers(app)
     app.add_middleware(PayloadGuard, max_bytes=settings.max_body_bytes, max_depth=settings.max_json_depth)
 
     async def start() -> None:
         manager.start()
+        auto_eval.start()
 
     async def stop() -> None:
+        auto_eval.stop()
         await manager.stop()
         if recorder is not None:
             recorder.close()

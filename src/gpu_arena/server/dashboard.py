@@ -1,4 +1,5 @@
-"""The dashboard: the static page at ``/`` and the JSON it reads (``/api/overview``, ``/api/results/latest``).
+"""The dashboard: the static page at ``/`` and the JSON it reads (``/api/overview``, ``/api/results/latest``,
+``/api/auto-eval``; replays in :mod:`.replays`, the Reference section in :mod:`.reference`).
 
 Every number the page shows comes from these routes or the session routes: the registries of the
 code (tasks, action types, reward columns, policies) and the SQLite store (evaluation runs). The
@@ -8,6 +9,7 @@ works offline and needs no build step.
 
 from __future__ import annotations
 
+import functools
 import sqlite3
 from contextlib import closing
 from importlib import resources
@@ -19,9 +21,11 @@ from fastapi.responses import FileResponse
 from fastapi.staticfiles import StaticFiles
 
 from .. import __version__
+from ..core.rules import AWARD_RULES
 from ..core.types import ACTION_TYPES, COMPONENT_COLUMNS, PENALTY_COLUMNS, REWARD_COLUMNS, SPLITS, TASKS
 from ..evaluation.store import db_path, latest_run, latest_run_for_split
 from ..policies import ARCHETYPES, BASELINES, policy_names
+from .autoeval import AutoEval
 from .environment import DEFAULT_OPPONENTS, task_spec
 from .settings import ServerSettings
 
@@ -42,8 +46,9 @@ def seat_policies() -> list[str]:
     return [n for n in policy_names() if ":" not in n]
 
 
-def _read_only(settings: ServerSettings) -> sqlite3.Connection | None:
-    # read-only so that opening the dashboard never creates or migrates a store
+def open_store_read_only(settings: ServerSettings) -> sqlite3.Connection | None:
+    """The store opened read-only (None when there is none), so that reading it from the dashboard
+    never creates or migrates a database."""
     path = db_path(settings.db)
     if not path.is_file():
         return None
@@ -74,11 +79,43 @@ def eval_command(split: str, settings: ServerSettings) -> str:
     return f"gpu-arena eval --split {split} --seeds 20{db}"
 
 
-def build_dashboard_router(settings: ServerSettings) -> APIRouter:
+def opponent_policies() -> list[str]:
+    """What a visitor may put in the other seats of a session: the world's archetypes, or any
+    registered name (an LLM policy registered under a plain name included; ``llm:`` families are
+    not offered, see :func:`seat_policies`)."""
+    return [DEFAULT_OPPONENTS, *policy_names()]
+
+
+def sft_command(settings: ServerSettings) -> str:
+    """The command that writes an SFT dataset where the dashboard looks for one (beside the store)."""
+    return f"gpu-arena data sft --output {db_path(settings.db).parent / 'sft'}"
+
+
+@functools.cache
+def training_commands() -> tuple[str, ...]:
+    """The commands of this package's CLI that make a dataset or a training run (those that exist)."""
+    import typer
+
+    from .. import cli
+
+    group = typer.main.get_command(cli.app)
+    commands = getattr(group, "commands", {})
+    out: list[str] = []
+    data = commands.get("data")
+    if data is not None and "sft" in getattr(data, "commands", {}):
+        out.append("gpu-arena data sft")
+    train = commands.get("train")
+    if train is not None:
+        subs = sorted(getattr(train, "commands", {}))
+        out += [f"gpu-arena train {s} --help" for s in subs] or ["gpu-arena train --help"]
+    return tuple(out or ["gpu-arena data sft"])
+
+
+def build_dashboard_router(settings: ServerSettings, auto_eval: AutoEval | None = None) -> APIRouter:
     router = APIRouter(prefix="/api", tags=["Dashboard"])
 
     def load(split: str | None) -> dict[str, Any] | None:
-        con = _read_only(settings)
+        con = open_store_read_only(settings)
         if con is None:
             return None
         try:
@@ -98,9 +135,35 @@ def build_dashboard_router(settings: ServerSettings) -> APIRouter:
             "reward_columns": {"components": list(COMPONENT_COLUMNS), "penalties": list(PENALTY_COLUMNS),
                                "total": REWARD_COLUMNS[-1], "all": list(REWARD_COLUMNS)},
             "policies": {"all": policy_names(), "seat": seat_policies(), "baselines": list(BASELINES),
-                         "archetypes": sorted(ARCHETYPES), "default_opponents": DEFAULT_OPPONENTS},
+                         "archetypes": sorted(ARCHETYPES), "default_opponents": DEFAULT_OPPONENTS,
+                         "opponents": opponent_policies()},
+            "judge_modes": list(AWARD_RULES),
             "latest_eval": run_summary(load(None)),
+            "auto_eval": auto_eval.status() if auto_eval is not None else None,
+            "training": training_placeholder(),
         }
+
+    def training_placeholder() -> dict[str, Any]:
+        # a placeholder until the training store is served (the coordinator wires it): it only
+        # counts the runs, so that it never says "none" about a store that has some
+        count = 0
+        con = open_store_read_only(settings)
+        if con is not None:
+            try:
+                with closing(con):
+                    count = int(con.execute("SELECT count(*) FROM training_runs").fetchone()[0])
+            except sqlite3.OperationalError:  # no training table yet: no run
+                count = 0
+        message = ("no training runs in the store" if not count else
+                   f"{count} training run{'s' if count > 1 else ''} in the store; this section does not show them yet")
+        commands = [sft_command(settings) if c == "gpu-arena data sft" else c for c in training_commands()]
+        return {"wired": False, "runs_in_store": count, "message": message, "commands": commands}
+
+    @router.get("/auto-eval", summary="The first-run background evaluation: off, skipped, running, done or failed")
+    async def auto_eval_status() -> dict[str, Any]:
+        if auto_eval is None:
+            return {"enabled": False, "state": "off", "message": "not configured"}
+        return auto_eval.status()
 
     @router.get("/results/latest", summary="The latest evaluation run's rows for one split")
     async def results_latest(split: Literal["train", "holdout"] = Query("holdout")) -> dict[str, Any]:
@@ -112,9 +175,9 @@ def build_dashboard_router(settings: ServerSettings) -> APIRouter:
     return router
 
 
-def install_dashboard(app: FastAPI, settings: ServerSettings) -> None:
+def install_dashboard(app: FastAPI, settings: ServerSettings, auto_eval: AutoEval | None = None) -> None:
     """Serve the page at ``/``, its assets under :data:`ASSETS_URL`, and the dashboard's JSON routes."""
-    app.include_router(build_dashboard_router(settings))
+    app.include_router(build_dashboard_router(settings, auto_eval))
     assets = web_dir()
     app.mount(ASSETS_URL, StaticFiles(directory=assets), name="assets")
 

@@ -3,15 +3,18 @@ task API, finished episodes recorded as replays, and a hard stop once a session 
 
 from __future__ import annotations
 
+import json
 import logging
 import threading
 import time
 import uuid
+from collections.abc import Mapping
 from typing import Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from ..core.engine import action_to_dict
+from ..core.engine import action_from_record, action_to_dict
+from ..core.judge import recorded_judge
 from ..core.policy import Policy
 from ..core.rules import AWARD_RULES
 from ..core.tasks import task_params
@@ -20,7 +23,7 @@ from ..core.views import ResultView
 from ..env import GpuArenaEnv
 from ..models import ArenaObservation, ArenaState
 from ..policies import policy_names
-from .errors import InvalidResetArguments, SessionExpiredError, UnknownSplit
+from .errors import InvalidResetArguments, ReplayMismatch, SessionExpiredError, UnknownSplit
 from .recorder import EpisodeRecorder
 from .settings import ServerSettings
 
@@ -135,6 +138,7 @@ class ServedArenaEnv(GpuArenaEnv):
         self._args: ResetArgs | None = None
         self._recorded = False
         self._closed = False
+        self._fork_origin: dict[str, Any] | None = None  # set by replay_rounds: where this episode was forked
         self._last_call = time.monotonic()
         # OpenEnv closes sessions from a worker thread while the event loop may be stepping them
         self._lock = threading.RLock()
@@ -147,11 +151,14 @@ class ServedArenaEnv(GpuArenaEnv):
                 raise SessionExpiredError("this session was closed; open a new one")
             raw = {k: v for k, v in {"seed": seed, "episode_id": episode_id, **kwargs}.items() if v is not None}
             args = parse_reset_args(raw)
+            env_kwargs = args.env_kwargs()
+            if args.judge_mode == "rule" and self._settings.judge not in (None, "rule"):
+                env_kwargs["judge"] = self._settings.judge  # the operator's model judge (server settings)
             try:
-                obs = super().reset(**args.env_kwargs())
+                obs = super().reset(**env_kwargs)
             except ValueError as e:  # a seat this world does not have, an opponent list of the wrong length
                 raise InvalidResetArguments(str(e)) from None
-            self._args, self._recorded = args, False
+            self._args, self._recorded, self._fork_origin = args, False, None
             return obs
 
     def step(self, action: Any, timeout_s: float | None = None, **kwargs: Any) -> ArenaObservation:
@@ -230,6 +237,43 @@ class ServedArenaEnv(GpuArenaEnv):
             action = self._policy_action(episode, self._seat, policy)
             return action_dict(action), self.step(action)
 
+    def replay_rounds(self, record: Mapping[str, Any], rounds: int, origin: dict[str, Any] | None = None
+                      ) -> ArenaObservation:
+        """Reset to ``record``'s world and play its first ``rounds`` rounds again: a fork of a stored
+        episode, which this session then plays on from there.
+
+        Every seat gets its recorded action, and each opponent's policy is still asked for its own
+        (and its answer dropped), so that a policy with state (an RNG, a memory) stands where it
+        stood at that point of the original. A model judge's recorded verdicts are played back for
+        those rounds (the model is not asked again). The replayed rounds must equal the record's
+        transcript, else :class:`ReplayMismatch` (an episode recorded by other code); a record whose
+        reset arguments this server refuses raises :class:`InvalidResetArguments`.
+        """
+        with self._lock:
+            transcript = list(record["transcript"])[:rounds]
+            self.reset(seed=int(record["seed"]), task=record["task"], split=record["split"],
+                       seat=record.get("seat") or "lab_0", judge_mode=record.get("judge_mode") or "none",
+                       opponents=record.get("opponents") or None)
+            episode = self.episode
+            assert episode is not None
+            live_judge = getattr(episode, "judge", None)
+            # None: the rule judge decided alone in those rounds, whatever judge this server has now
+            episode.judge = recorded_judge(transcript)
+            try:
+                for i, rnd in enumerate(transcript):
+                    if episode.done:
+                        raise ReplayMismatch(f"the replayed episode ended before round {i}")
+                    for lid, policy in self._policies.items():
+                        self._policy_action(episode, lid, policy)  # its state moves on; the record decides
+                    episode.step({lid: action_from_record(a) for lid, a in rnd["actions"].items()})
+                    self._step_count += 1
+                    if _plain(episode.transcript[-1]) != _plain(rnd):
+                        raise ReplayMismatch(f"round {i} replays differently from the record")
+            finally:
+                episode.judge = live_judge
+            self._fork_origin = origin
+            return self._observe()
+
     # OpenEnv awaits these on its event loop when an environment overrides them (otherwise it hops
     # to a per-session thread for every call). A step is ~1 ms of GIL-bound Python: a thread
     # cannot run it in parallel, and 16+ threads contending with the loop for the GIL cost more
@@ -283,6 +327,7 @@ class ServedArenaEnv(GpuArenaEnv):
             "policy": "remote", "episode_return": episode.returns[self._seat],
             "created_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
             "transcript": episode.transcript,
+            **({"forked_from": self._fork_origin} if self._fork_origin else {}),
         }
 
     def _record(self) -> str | None:
@@ -295,6 +340,11 @@ class ServedArenaEnv(GpuArenaEnv):
             log.exception("could not store episode %s", record["episode_id"])
             return None
         return str(record["replay_id"])
+
+
+def _plain(value: Any) -> Any:
+    """A transcript entry as JSON gives it back (tuples as lists), for comparison with a stored one."""
+    return json.loads(json.dumps(value))
 
 
 def action_dict(action: Action | RejectedAction) -> dict[str, Any]:

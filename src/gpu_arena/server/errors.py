@@ -73,6 +73,18 @@ class EpisodeNotFound(ArenaRequestError):
     code = "episode_not_found"
 
 
+class ReplayMismatch(ArenaRequestError):
+    """A stored episode does not replay to its own transcript (recorded by other code, or damaged)."""
+
+    status = 409
+    code = "replay_mismatch"
+
+
+class InvalidForkStep(ArenaRequestError):
+    status = 422
+    code = "invalid_fork_step"
+
+
 class SessionExpiredError(SessionGone):
     """Raised by a served environment once it was closed (reaper, DELETE, idle): never a stale episode."""
 
@@ -90,6 +102,7 @@ def responses(*codes: int) -> dict[int | str, dict[str, Any]]:
 
 
 _DESCRIPTIONS = {
-    400: "bad request", 404: "not found", 410: "the session was closed or expired",
+    400: "bad request", 404: "not found", 409: "the stored episode does not replay to its transcript",
+    410: "the session was closed or expired",
     413: "request body too large", 422: "invalid arguments", 429: "too many open sessions",
 }

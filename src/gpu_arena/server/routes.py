@@ -13,12 +13,14 @@ from ..models import ArenaAction, ArenaObservation, ArenaState
 from ..policies import make_policy
 from .dashboard import seat_policies
 from .environment import MAX_NAME, ResetArgs, ServedArenaEnv
+from .episodes import EPISODE_REF_PATTERN, SERVED_REF, load_episode
 from .errors import EpisodeNotFound, responses
 from .recorder import EpisodeRecorder
 from .sessions import SessionManager
 
 SessionId = Annotated[str, Path(min_length=1, max_length=64, description="the id POST /api/sessions returned")]
-ReplayId = Annotated[str, Path(pattern=r"^[0-9a-f]{32}$", description="observation.metadata.replay_id of a last step")]
+ReplayId = Annotated[str, Path(pattern=EPISODE_REF_PATTERN, description="observation.metadata.replay_id of a last "
+                                                                     "step, or eval-<run>-<n> (GET /api/episodes)")]
 
 
 class SessionView(BaseModel):
@@ -162,7 +164,10 @@ def build_router(manager: SessionManager, recorder: EpisodeRecorder | None) -> A
     @router.get("/episodes/{replay_id}", tags=["Episodes"], summary="A finished episode's replay record",
                 responses=responses(404, 422))
     async def get_episode(replay_id: ReplayId) -> dict[str, Any]:
-        record = recorder.load(replay_id) if recorder is not None else None
+        if SERVED_REF.match(replay_id):
+            record = recorder.load(replay_id) if recorder is not None else None
+        else:  # an evaluation episode whose replay was kept (gpu_arena.server.episodes)
+            record = load_episode(manager.settings, recorder, replay_id)
         if record is None:
             raise EpisodeNotFound(f"no stored episode {replay_id!r}")
         return record

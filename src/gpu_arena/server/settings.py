@@ -46,6 +46,18 @@ class ServerSettings:
             answer 410 (gone) rather than 404 (never existed).
         ws_compression: negotiate per-message deflate on WebSockets (off: it costs more CPU than
             it saves on a local network).
+        auto_eval: when the store holds no evaluation run, start a quick real one in the
+            background at start-up (a subprocess running ``gpu-arena eval``), so that a first
+            visitor sees real numbers. Off here (a library, the tests); ``gpu-arena serve`` turns
+            it on unless ``GPU_ARENA_AUTO_EVAL=0`` or ``--no-auto-eval``.
+        auto_eval_policies, auto_eval_tasks, auto_eval_splits: comma-separated lists for it.
+        auto_eval_seeds: seeds 0..N-1 per task and split.
+        auto_eval_timeout_s: the whole background evaluation is stopped after this long.
+        judge: who adds an opinion to the rule judge in sessions reset with ``judge_mode="rule"``:
+            ``rule`` (nobody; the default) or an LLM judge ``llm:openai:<model>@<base_url>[?...]``
+            (``gpu_arena.llm.judge``; its key from ``OPENAI_API_KEY`` or the variable named by
+            ``api_key_env``). The operator's choice only: clients cannot name an endpoint for the
+            server to call.
     """
 
     host: str = "127.0.0.1"
@@ -60,16 +72,27 @@ class ServerSettings:
     store_episodes: bool = True
     tombstones: int = 4096
     ws_compression: bool = False
+    auto_eval: bool = False
+    auto_eval_policies: str = "rule_expert,oracle,no_negotiation,random_valid,greedy_hoarder,always_accept"
+    auto_eval_tasks: str = "single_trade,market_round,coalition_market"
+    auto_eval_splits: str = "holdout,train"
+    auto_eval_seeds: int = 8
+    auto_eval_timeout_s: float = 300.0
+    judge: str | None = None
 
     def __post_init__(self) -> None:
         if not 0 <= self.port <= 65535:
             raise ValueError(f"port must be in 0..65535, got {self.port}")
-        for name in ("max_sessions", "max_body_bytes", "max_json_depth", "tombstones"):
+        for name in ("max_sessions", "max_body_bytes", "max_json_depth", "tombstones", "auto_eval_seeds"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be at least 1, got {getattr(self, name)}")
-        for name in ("idle_timeout_s", "reaper_interval_s"):
+        for name in ("idle_timeout_s", "reaper_interval_s", "auto_eval_timeout_s"):
             if not getattr(self, name) > 0:
                 raise ValueError(f"{name} must be positive, got {getattr(self, name)}")
+        if self.judge not in (None, "rule"):
+            from ..llm.judge import make_judge
+
+            make_judge(str(self.judge))  # a malformed judge name fails at start-up, not at the first auction
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None, **overrides: Any) -> ServerSettings:

@@ -1,7 +1,8 @@
 // "Live arena": a REST session of this page's own, stepped round by round by a server-side policy
 // (POST /api/sessions/{id}/autostep). Everything shown is the session's real observation.
 import { barChart, lineChart } from "./charts.js";
-import { $, api, clear, fmt, h, signed, table } from "./dom.js";
+import { $, api, clear, fmt, h, signed } from "./dom.js";
+import { blocksTable, coalitionsTable, describeAction, eventsList, jobsTable, messagesList, offersTable } from "./observation.js";
 
 let overview = null;
 let session = null; // {id, steps: [...], cumulative, done, view}
@@ -85,14 +86,6 @@ async function playToEnd() {
   }
 }
 
-function describe(action) {
-  if (!action || !Object.keys(action).length) return "–";
-  if (action.rejected) return `rejected (${action.rejected})`;
-  const { action_type, ...rest } = action;
-  const parts = Object.entries(rest).map(([k, v]) => `${k}=${typeof v === "object" ? JSON.stringify(v) : v}`);
-  return parts.length ? `${action_type} ${parts.join(" ")}` : action_type;
-}
-
 function render() {
   const { view, steps } = session;
   const obs = view.observation;
@@ -102,6 +95,7 @@ function render() {
     status.textContent = `Episode finished after ${steps.length} steps: return ${signed(session.cumulative)}.`;
     if (replay) {
       status.append(" ", h("a", { href: `/api/episodes/${replay}`, id: "arena-replay", "data-replay-id": replay, text: "stored replay" }));
+      document.dispatchEvent(new CustomEvent("arena:stored", { detail: { ref: replay } })); // Replays lists it
     }
   } else {
     status.textContent = `Session ${session.id.slice(0, 8)}…, ${obs.task} (${obs.split}, seed ${obs.metadata.seed}): round ${obs.round_index} of ${obs.max_rounds}.`;
@@ -123,29 +117,17 @@ function render() {
 
   const tbody = clear($("#arena-steps tbody"));
   for (const s of steps) {
-    tbody.append(h("tr", {}, h("td", { text: s.step }), h("td", { text: s.round }), h("td", {}, h("code", { text: describe(s.action) })),
+    tbody.append(h("tr", {}, h("td", { text: s.step }), h("td", { text: s.round }), h("td", {}, h("code", { text: describeAction(s.action) })),
       h("td", { class: s.result.ok ? "" : "neg", text: s.result.ok ? s.result.code : `${s.result.code}: ${s.result.message}` }),
       h("td", { class: `num ${s.reward < 0 ? "neg" : "pos"}`, text: signed(s.reward) }), h("td", { class: "num", text: signed(s.cumulative) })));
   }
 
-  clear($("#arena-jobs")).append(table(["job", "hours", "deadline", "value", "min rel.", "status", "realised"],
-    obs.private_jobs.map((j) => [j.job_id, `${j.assigned_hours}/${j.gpu_hours_required}`, j.deadline_round, fmt(j.value, 2),
-      fmt(j.min_reliability, 2), j.status, fmt(j.realized_value, 2)])));
-  clear($("#arena-blocks")).append(table(["block", "GPUs", "window", "hours", "rel.", "energy", "status", "job"],
-    obs.owned_blocks.map((b) => [b.block_id, b.gpu_count, `[${b.start_round}, ${b.end_round})`, b.gpu_hours, fmt(b.reliability, 2),
-      fmt(b.energy_cost, 2), b.status, b.job_id ?? b.reserved_for ?? "–"])));
-  clear($("#arena-offers")).append(table(["offer", "from → to", "gives", "asks", "pays", "asks pay", "expires", "status"],
-    obs.active_offers.map((o) => [o.offer_id, `${o.sender} → ${o.target}`, o.block_ids.join(", ") || "–",
-      o.requested_block_ids.join(", ") || "–", fmt(o.payment, 2), fmt(o.requested_payment, 2), o.expires_round, o.status])));
-  clear($("#arena-coalitions")).append(table(["coalition", "members", "job", "hours", "consented", "status"],
-    obs.active_coalitions.map((c) => [c.coalition_id, c.members.join(", "), c.job_id, `${c.pooled_hours}/${c.gpu_hours_required}`,
-      c.consented.join(", ") || "–", c.status])));
-  const events = obs.public_market.events;
-  clear($("#arena-events")).append(...(events.length ? events.map((e) => h("li", {}, h("strong", { text: `r${e.round_index} ${e.kind}: ` }), e.text))
-    : [h("li", { class: "muted", text: "none yet" })]));
-  const msgs = obs.message_history;
-  clear($("#arena-messages")).append(...(msgs.length ? msgs.map((m) => h("li", {}, h("strong", { text: `r${m.round_index} ${m.sender}${m.target ? ` → ${m.target}` : ""}: ` }), m.text))
-    : [h("li", { class: "muted", text: "none yet" })]));
+  clear($("#arena-jobs")).append(jobsTable(obs));
+  clear($("#arena-blocks")).append(blocksTable(obs));
+  clear($("#arena-offers")).append(offersTable(obs));
+  clear($("#arena-coalitions")).append(coalitionsTable(obs));
+  clear($("#arena-events")).append(...eventsList(obs));
+  clear($("#arena-messages")).append(...messagesList(obs));
   setButtons();
 }
 

@@ -52,3 +52,40 @@ export async function api(path, options = {}) {
   }
   return body;
 }
+
+// A label/value pair for a stats strip; data-value keeps the unrounded number for tests and tools.
+export function kv(k, v, { id = null, value = null } = {}) {
+  return h("div", {}, h("span", { class: "k", text: k }),
+    h("span", { class: "v", id, "data-value": value === null ? null : String(value), text: v }));
+}
+
+export function fill(select, values, chosen, labels = null) {
+  clear(select).append(...values.map((v, i) => h("option", { value: v, text: labels ? labels[i] : v, selected: v === chosen })));
+}
+
+// A button or form stays usable with the keyboard only; this runs one async action at a time per key.
+export function guard(fn, onError) {
+  let busy = false;
+  return async (...args) => {
+    if (busy) return undefined;
+    busy = true;
+    try {
+      return await fn(...args);
+    } catch (e) {
+      onError(e);
+      return undefined;
+    } finally {
+      busy = false;
+    }
+  };
+}
+
+// A docstring paragraph (reStructuredText-ish) as plain text: ``code`` and **bold** marks dropped, a
+// paragraph of "* item" lines as a list.
+export function prose(paragraph) {
+  const plain = (t) => t.replace(/\*\*|``/g, "");
+  if (paragraph.startsWith("* ")) {
+    return h("ul", {}, paragraph.slice(2).split(/ \* (?=\S)/).map((item) => h("li", { text: plain(item) })));
+  }
+  return h("p", { text: plain(paragraph) });
+}

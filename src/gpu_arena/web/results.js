@@ -51,3 +51,7 @@ export async function loadResults(split) {
       h("td", { class: "num", text: fmt(row.invalid_rate) })));
   }
 }
+
+export function reloadResults() {
+  return loadResults(current);
+}

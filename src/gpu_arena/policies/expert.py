@@ -1,0 +1,827 @@
+"""``rule_expert``, a strong hand-written negotiator, and ``oracle``, its all-seeing reference.
+
+Where the value is (decision 0015): a seat gains by buying blocks its jobs need from labs that
+value them less, by selling what it cannot use, and, above all in ``coalition_market``, by
+completing a pooled job it owns: such a job is worth a third of the seat's reward scale and needs
+far more hours than the seat holds. ``rule_expert`` therefore
+
+* allocates its plan's blocks just before their windows open, in one action for two rounds;
+* consents to a coalition when the payment it receives (split by committed hours, as the server
+  splits it) and its share, discounted, cover what its committed blocks are worth to it *and*
+  the energy it pays to run them;
+* accepts every incoming offer that gains it money, and counters bids below what a block is
+  worth to it; it never spends a turn rejecting (an offer it ignores expires);
+* gathers the capacity for its own pooled job with one bundle offer per lab (all that lab's
+  fitting blocks it still needs) at a nominal price: a lab that does not use those blocks takes
+  it at once, one that does counters with exactly its price, which it accepts while completing
+  the job stays within reach and affordable. A coalition would have to pay every member what the
+  dearest one asks, because members judge a proposal's payment as split equally, and fails if a
+  single member refuses; priced bundles pay each lab its own price;
+* pitches for emergency auctions no more than a block is worth after paying the bid (its energy
+  must still be affordable);
+* buys single blocks for its other jobs: a nominal probe first where a counter still has time to
+  settle, then a rising ladder; a bid counts what its other pending bids would already give it;
+* sells blocks its plan does not use.
+
+``oracle`` sees every lab's private values and its opponents' parameters: it prices every bundle
+at exactly what its owner will accept, so it never needs a counter round (a reference, not a fair
+player).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from ..core.types import Action, World
+from ..core.valuation import LabValuer
+from .archetypes import ARCHETYPES
+from .negotiator import EXPECTED_VALUE_PER_HOUR, Negotiator
+from .planning import OwnPlanner, fits
+
+
+class RuleExpertPolicy(Negotiator):
+    """A strong hand-written negotiator (see the module docstring for what it does and why).
+
+    It reads only its own view; everything it prices uses the grader's valuation on its own jobs
+    (:class:`~gpu_arena.policies.planning.OwnPlanner`) and the view's decision aids.
+    """
+
+    name = "rule_expert"
+
+    # share of a block's value bid on each priced try (after the nominal probe)
+    SCHEDULE = (0.4, 0.7, 0.9)
+    MAX_OPEN = 4  # outgoing offers open at once
+    SELL_RATE = 1.0  # asked per GPU-hour for a block its plan does not use
+    URGENT_FIRST = False  # bid for blocks opening in two rounds before more valuable ones
+    PROBE = 1.0  # a nominal price: enough for a lab that does not use what it sells
+    POOL_CAP = 0.6  # at most this share of a pooled job's value is paid to gather its capacity
+    POOL_RATE = 0.35  # per GPU-hour first offered for pooled capacity: high enough to be answered first
+    POOL_SPARE = 1.2  # pool up to this many times the hours missing: a shock may take some
+
+    def __init__(self, seed: int = 0, **_ignored: Any) -> None:
+        super().__init__(seed, acceptance_margin=0.005, deadline_sensitivity=1.5, honesty=1.0,
+                         coalition_trust=0.8, retaliation_memory=2, risk=0.45)
+        self.last_price: dict[str, float] = {}
+        self.sent: dict[str, tuple[str, tuple[str, ...], int, int]] = {}  # offer -> (target, blocks, round, expiry)
+        self.cold: dict[str, int] = {}  # lab -> round until which it is not asked again (it refused)
+        self.pool_asked: dict[str, int] = {}  # lab -> times asked for pooled capacity
+        self.pool_paid = 0.0
+
+    # ------------------------------------------------------------------ the round
+
+    def act(self, obs: Any) -> Action:
+        self.remember(obs)
+        self.track(obs)
+        self.remember_sent(obs)
+        due = self.allocate_due(obs)
+        if due is not None:
+            # allocating comes first, unless a good offer would be gone by next round
+            return self.answer_offers(obs, urgent_only=True) or due
+        for step in (self.answer_coalitions, self.answer_offers, self.propose_pool,
+                     self.gather_pool, self.pitch, self.buy, self.sell):
+            action = step(obs)
+            if action is not None:
+                return action
+        return Action("wait")
+
+    def track(self, obs: Any) -> None:
+        """Learn from what became of its own offers: a lab that closed one before its expiry
+        without a deal or a counter refused it (or holds a grudge) and is left alone a while."""
+        for c in obs.active_coalitions:
+            if c.proposer == obs.controlled_lab_id and c.status == "expired":
+                # members who let its proposal expire are not asked to pool again
+                self.refusers.update(m for m in c.members if m not in c.consented)
+        open_ids = {o.offer_id for o in obs.active_offers}
+        countered = {o.parent_offer_id for o in obs.active_offers if o.parent_offer_id}
+        owned = {b.block_id for b in obs.owned_blocks}
+        for oid, (target, blocks, _made, expiry) in list(self.sent.items()):
+            if oid in open_ids:
+                continue
+            del self.sent[oid]
+            if oid in countered or (blocks and all(b in owned for b in blocks)):
+                continue
+            if obs.round_index < expiry:
+                self.cold[target] = obs.round_index + 2
+
+    def remember_sent(self, obs: Any) -> None:
+        """Note the offers it has out (it learns an offer's id when the offer first shows)."""
+        r = obs.round_index
+        for o in obs.active_offers:
+            if o.direction == "outgoing" and o.offer_id not in self.sent and o.created_round >= r - 1:
+                self.sent[o.offer_id] = (o.target, tuple(o.requested_block_ids), o.created_round, o.expires_round)
+
+    def is_cold(self, obs: Any, lab: str) -> bool:
+        return self.cold.get(lab, -1) >= obs.round_index or self.refuses(obs, lab)
+
+    # ------------------------------------------------------------------ allocation
+
+    def allocate_due(self, obs: Any) -> Action | None:
+        """Allocate the blocks its plan runs whose windows open next round, and with them those
+        opening the round after (one action instead of two leaves a round free for trading).
+
+        The plan counts what it may receive this very round: an auction it leads, blocks its
+        open bids ask for (moves are simultaneous: a bid accepted this round is useless if the
+        own block it completes opens unallocated).
+        """
+        me, r = obs.controlled_lab_id, obs.round_index
+        # blocks it committed to a coalition still gathering consents stay free for it: allocating
+        # them would break the coalition
+        promised = {b for c in obs.active_coalitions if c.status == "proposed" and me in c.consented
+                    for b in c.commitments.get(me, [])}
+        free = {b.block_id: b for b in obs.owned_blocks
+                if b.status in ("free", "reserved") and b.start_round > r and b.block_id not in promised}
+        if not any(b.start_round <= r + 1 for b in free.values()):
+            return None
+        server = {b: j for j, ids in obs.best_plan.items() for b in ids}
+        market = {b.block_id: b for b in obs.public_market.blocks}
+        likely = [market[a.block_id] for a in obs.public_market.auctions
+                  if a.status == "open" and a.block_id in market and a.pitches
+                  and max(a.pitches, key=lambda p: (p.bid, p.lab_id)).lab_id == me]
+        outgoing = [o for o in obs.active_offers if o.direction == "outgoing"]
+        possible = [market[b] for o in outgoing for b in o.requested_block_ids if b in market]
+        given = [b for o in outgoing for b in o.block_ids]
+        plan = dict(server)
+        if likely or possible or given:
+            planner = OwnPlanner(obs)
+            # every open offer of its own settling this round, then only what it is likely to get
+            plan = {**planner.plan(likely + possible, given)[2], **planner.plan(likely)[2]}
+            plan = {b: j for b, j in plan.items() if b in free}
+        due = [b for b in free.values() if b.start_round <= r + 1 and b.block_id in plan]
+        if not due:
+            return None
+        if all(plan[b.block_id] == server.get(b.block_id) for b in due):
+            ids = sorted(b for b in free if b in server and free[b].start_round <= r + 2)
+            return Action("allocate_to_job", block_ids=tuple(ids))
+        # the plan differs from the server's (it counts blocks not yet received): name the job
+        hours: dict[str, int] = {}
+        for b in due:
+            hours[plan[b.block_id]] = hours.get(plan[b.block_id], 0) + b.gpu_hours
+        job = max(hours, key=lambda j: (hours[j], j))
+        ids = sorted(b for b in free if plan.get(b) == job and free[b].start_round <= r + 2)
+        return Action("allocate_to_job", job_id=job, block_ids=tuple(ids))
+
+    # ------------------------------------------------------------------ coalitions (as a member)
+
+    def answer_coalitions(self, obs: Any) -> Action | None:
+        """Consent when money and share cover the committed blocks' value to it and their energy."""
+        me = obs.controlled_lab_id
+        owned = {b.block_id: b for b in obs.owned_blocks}
+        planner: OwnPlanner | None = None
+        for c in obs.active_coalitions:
+            if c.status != "proposed" or me in c.consented or me not in c.members or self.refuses(obs, c.proposer):
+                continue
+            mine = c.commitments.get(me, [])
+            if any(b not in owned or not owned[b].tradeable for b in mine):
+                continue
+            energy = sum(owned[b].energy_cost * owned[b].gpu_hours for b in mine)
+            if energy > obs.controlled_lab_budget:
+                continue
+            planner = planner or OwnPlanner(obs)
+            loss = planner.net() - planner.net(without=mine)
+            # the server splits the payment by committed GPU-hours among the members
+            hours = {m: sum(owned[b].gpu_hours if b in owned else self.hours_of(obs, b) for b in bs)
+                     for m, bs in c.commitments.items() if m != c.proposer}
+            total = sum(hours.values()) or 1
+            paid = c.payment * hours.get(me, 0) / total
+            pooled = sum(self.hours_of(obs, b) if b not in owned else owned[b].gpu_hours
+                         for bs in c.commitments.values() for b in bs)
+            # the pooled job's value is private: estimate it from its public hours, in full only if
+            # the pool completes it (a pooled job pays a fifth for partial hours)
+            done = min(1.0, pooled / max(1, c.gpu_hours_required))
+            credit = 1.0 if done >= 1.0 else 0.2 * done
+            expected = c.shares.get(me, 0.0) * c.gpu_hours_required * EXPECTED_VALUE_PER_HOUR * credit
+            reputation = next((lab.reputation for lab in obs.visible_labs if lab.lab_id == c.proposer), 0.5)
+            trust = min(1.0, self.coalition_trust * (0.5 + reputation))
+            if paid + trust * expected - loss - energy >= self.threshold(obs, loss + energy):
+                return Action("commit_to_coalition", coalition_id=c.coalition_id)
+        return None
+
+    @staticmethod
+    def hours_of(obs: Any, block_id: str) -> int:
+        for b in obs.public_market.blocks:
+            if b.block_id == block_id:
+                return int(b.gpu_hours)
+        return 0
+
+    # ------------------------------------------------------------------ offers to it
+
+    def answer_offers(self, obs: Any, urgent_only: bool = False) -> Action | None:
+        """Take the best offer that gains it money (a pooled-capacity quote by its own rule);
+        counter a bid below what its blocks are worth to it; otherwise let offers expire.
+
+        ``urgent_only``: only offers that would be gone next round (expiring, or naming a block
+        that opens then), when the seat also has blocks to allocate this round.
+        """
+        r = obs.round_index
+        budgets = {lab.lab_id: lab.budget for lab in obs.visible_labs}
+        # an offer whose sender has since spent the money it promised can no longer settle
+        incoming = [o for o in obs.active_offers if o.direction == "incoming" and not self.refuses(obs, o.sender)
+                    and o.payment <= budgets.get(o.sender, 0.0) + 1e-9 and o.requested_payment <= obs.controlled_lab_budget]
+        if urgent_only:
+            opening = {b.block_id for b in (*obs.owned_blocks, *obs.public_market.blocks) if b.start_round <= r + 1}
+            incoming = [o for o in incoming if o.expires_round <= r + 1
+                        or opening & {*o.block_ids, *o.requested_block_ids}]
+        if not incoming:
+            return None
+        pool = self.pool_job(obs)
+        planner = OwnPlanner(obs)
+        valued = sorted(((self.offer_value(obs, o, planner), o) for o in incoming),
+                        key=lambda vo: (-vo[0], vo[1].offer_id))
+        mine = {b for x in obs.active_offers if x.direction == "outgoing" for b in (*x.block_ids, *x.requested_block_ids)}
+        for value, o in valued:
+            if urgent_only and mine & {*o.block_ids, *o.requested_block_ids}:
+                continue  # its own offer for the same blocks may settle first: allocating is the safe move
+            if pool is not None and not urgent_only and self.takes_pool_quote(obs, pool, o):
+                self.pool_paid += max(0.0, o.requested_payment - o.payment)
+                return Action("accept_offer", offer_id=o.offer_id, job_id=pool.job_id)
+            if value >= self.threshold(obs, self.at_stake(obs, o)):
+                return Action("accept_offer", offer_id=o.offer_id, job_id=self.job_for_blocks(obs, o.block_ids))
+        if urgent_only:
+            return None
+        for value, o in valued:
+            if o.requested_block_ids and not o.block_ids:
+                need = self.threshold(obs, self.at_stake(obs, o))
+                counter = self.counter(obs, o, need + 0.1 * max(0.0, -value))
+                if counter is not None:
+                    return counter
+        return None
+
+    def offer_value(self, obs: Any, o: Any, planner: OwnPlanner) -> float:
+        """What settling an incoming offer now is worth to it. Unlike the view's ``value_to_me``
+        it counts that answering takes its action: a block of its own that opens next round and
+        is not allocated yet idles, and a block it receives that opens then runs only for the
+        job it names in the answer."""
+        r = obs.round_index
+        market = {b.block_id: b for b in obs.public_market.blocks}
+        job = self.job_for_blocks(obs, o.block_ids)
+        gets = [market[b] for b in o.block_ids if b in market
+                and (market[b].start_round > r + 1 or (job is not None and market[b].best_job == job))]
+        idle = [b.block_id for b in obs.owned_blocks if b.status in ("free", "reserved") and b.start_round == r + 1]
+        money = o.payment - o.requested_payment
+        return planner.net(gets, [*o.requested_block_ids, *idle], money) + money - planner.net()
+
+    def job_for_blocks(self, obs: Any, block_ids: Any) -> str | None:
+        blocks = {b.block_id: b for b in obs.public_market.blocks}
+        for bid in block_ids:
+            if bid in blocks and blocks[bid].best_job:
+                return str(blocks[bid].best_job)
+        return None
+
+    # ------------------------------------------------------------------ its own pooled job
+
+    def pool_job(self, obs: Any) -> Any | None:
+        """Its open pooled job that no coalition serves and that still misses hours."""
+        for j in obs.private_jobs:
+            if j.pooled and j.status == "open" and not j.coalition_id and j.assigned_hours < j.gpu_hours_required:
+                return j
+        return None
+
+    def pool_state(self, obs: Any, job: Any) -> tuple[int, int, int]:
+        """(hours it holds for the job, hours quoted to it, hours it still asks for elsewhere)."""
+        r = obs.round_index
+        held = job.assigned_hours + sum(b.gpu_hours for b in obs.owned_blocks
+                                        if b.status in ("free", "reserved") and b.start_round > r and fits(b, job))
+        market = {b.block_id: b for b in obs.public_market.blocks}
+        quoted = pending = 0
+        for o in obs.active_offers:
+            if o.direction == "incoming":
+                quoted += sum(market[b].gpu_hours for b in o.block_ids if b in market and fits(market[b], job))
+            else:
+                pending += sum(market[b].gpu_hours for b in o.requested_block_ids
+                               if b in market and fits(market[b], job))
+        return held, quoted, pending
+
+    def pool_candidates(self, obs: Any, job: Any, *, settle_by: int) -> list[Any]:
+        """Other labs' blocks that fit the pooled job and are still tradeable at ``settle_by``."""
+        me = obs.controlled_lab_id
+        finished = {lab.lab_id for lab in obs.visible_labs if lab.finished}
+        busy = {b for o in obs.active_offers for b in (*o.block_ids, *o.requested_block_ids)}
+        return [b for b in obs.public_market.blocks
+                if b.tradeable and b.owner not in (None, me) and b.owner not in finished and fits(b, job)
+                and b.start_round > settle_by and b.block_id not in busy]
+
+    def takes_pool_quote(self, obs: Any, job: Any, o: Any) -> bool:
+        """Accept a quote for pooled capacity while completion stays within reach and the money
+        paid for the job's capacity stays within a share of what completion adds."""
+        market = {b.block_id: b for b in obs.public_market.blocks}
+        blocks = [market[b] for b in o.block_ids if b in market]
+        hours = sum(b.gpu_hours for b in blocks if fits(b, job))
+        if not hours or o.requested_block_ids:
+            return False
+        price = o.requested_payment - o.payment
+        energy = sum(b.energy_cost * b.gpu_hours for b in blocks)
+        if price + energy > obs.controlled_lab_budget:
+            return False
+        if o.value_to_me >= self.threshold(obs, 0.0):
+            return True  # worth it on its own (partial credit)
+        held, quoted, pending = self.pool_state(obs, job)
+        reachable = held + quoted + pending + sum(
+            b.gpu_hours for b in self.pool_candidates(obs, job, settle_by=obs.round_index + 1)
+            if not self.is_cold(obs, b.owner or ""))
+        if reachable < job.gpu_hours_required:
+            return False
+        bonus = OwnPlanner.pooled_value(job, job.gpu_hours_required) - OwnPlanner.pooled_value(job, held)
+        missing = max(1, job.gpu_hours_required - held)
+        # its pro-rata part of what completion adds, with room for the labs not yet priced
+        fair = bonus * min(1.0, hours / missing)
+        return (price + energy <= 1.5 * fair
+                and self.pool_paid + price <= self.POOL_CAP * job.value * job.share)
+
+    POOL_TTLS = (2, 3)  # consent windows tried (a longer one leaves fewer blocks to pool)
+    POOL_SHARE = 0.55  # of what completion adds, paid to the members at formation
+    USED_COST = 50.0  # what a member that runs a requested block for its own job typically asks
+
+    def used_odds(self, block: Any, max_rounds: int) -> float:
+        """Odds that another lab's plan uses one of its blocks (it then wants paying for it).
+
+        Public facts only: jobs' deadlines spread up to a few rounds past the last round, so a
+        block ending late fits fewer of its owner's jobs, and plans run cheap energy first.
+        """
+        late = block.end_round - max_rounds
+        odds = 0.55 if late <= -2 else 0.4 if late == -1 else 0.3 if late == 0 else 0.25
+        return odds * (1.15 if block.energy_cost < 0.35 else 0.75)
+
+    def propose_pool(self, obs: Any) -> Action | None:
+        """Propose one coalition that completes its pooled job (decision 0015).
+
+        Its own fitting blocks go in first; then, over every set of other labs that can supply
+        the rest, the blocks least likely to be used by their owners; value shares are all its
+        own and the payment is a share of what completion adds. Members judge the payment as split
+        equally among them and refuse when it does not cover what their blocks are worth to them,
+        so it picks the member set and payment with the best expected gain: P(every member
+        consents) × (what completion adds − payment).
+        """
+        job = self.pool_job(obs)
+        if job is None:
+            return None
+        me, r = obs.controlled_lab_id, obs.round_index
+        mine_open = [c for c in obs.active_coalitions if c.proposer == me and c.job_id == job.job_id]
+        pending = [c for c in mine_open if c.status == "proposed"]
+        if any(c.status == "formed" for c in mine_open) or len(mine_open) >= 3:
+            return None
+        exclude = set(self.refusers)
+        if pending:
+            # members that let a whole round pass without consenting probably refuse: a second
+            # proposal without them races the first (whichever completes first forms)
+            last = pending[-1]
+            waiting = set(last.members) - set(last.consented)
+            if len(pending) >= 2 or r < last.created_round + 2 or not waiting:
+                return None
+            exclude |= waiting
+        plans = [p for ttl in self.POOL_TTLS if (p := self.pool_plan(obs, job, ttl, exclude)) is not None]
+        if not plans:
+            return None
+        _value, ttl, committed, chosen, payment = max(plans, key=lambda p: p[0])
+        members = tuple(sorted(chosen))
+        shares = dict.fromkeys(members, 0.0)
+        shares[me] = 1.0
+        return Action("form_coalition", job_id=job.job_id, member_lab_ids=members,
+                      block_ids=tuple(b.block_id for b in committed),
+                      requested_block_ids=tuple(b.block_id for bs in chosen.values() for b in bs),
+                      shares=shares, payment=payment, expires_in=ttl,
+                      message=f"Pool capacity for {job.gpu_hours_required} GPU-hours by round {job.deadline_round}; "
+                              f"{payment:.2f} paid at formation.")
+
+    def pool_plan(self, obs: Any, job: Any, ttl: int, exclude: set[str]
+                  ) -> tuple[float, int, list[Any], dict[str, list[Any]], float] | None:
+        """The best coalition for the pooled job with consents open ``ttl`` rounds: (expected
+        gain, ttl, its own blocks, other members' blocks, payment), or None."""
+        r = obs.round_index
+        # every block must still be tradeable when the last member consents
+        settle_by = r + ttl
+        # its own blocks: those its other jobs do not need first, and those opening a round after
+        # the consents close first (a block opening right then idles if the coalition fails)
+        own = sorted((b for b in obs.owned_blocks if b.tradeable and fits(b, job) and b.start_round > settle_by),
+                     key=lambda b: (b.start_round <= settle_by + 1, b.marginal_value or 0.0, -b.gpu_hours,
+                                    b.block_id))
+        missing = job.gpu_hours_required - job.assigned_hours
+        committed: list[Any] = []
+        for b in own:
+            if sum(x.gpu_hours for x in committed) >= missing * self.POOL_SPARE:
+                break
+            committed.append(b)
+        need = missing - sum(b.gpu_hours for b in committed)
+        if need <= 0:
+            return None  # its own blocks complete the job: its plan allocates them
+        budgets = {lab.lab_id: lab.budget for lab in obs.visible_labs}
+        by_owner: dict[str, list[Any]] = {}
+        for b in self.pool_candidates(obs, job, settle_by=settle_by):
+            if b.owner not in exclude and not self.is_cold(obs, b.owner or ""):
+                by_owner.setdefault(b.owner or "", []).append(b)
+        own_cost = sum(b.energy_cost * b.gpu_hours for b in committed)
+        holdable = job.assigned_hours + sum(b.gpu_hours for b in obs.owned_blocks if b.tradeable and fits(b, job))
+        bonus = (OwnPlanner.pooled_value(job, job.gpu_hours_required)
+                 - OwnPlanner.pooled_value(job, min(job.gpu_hours_required, holdable))
+                 - own_cost - sum(max(0.0, b.marginal_value or 0.0) for b in committed if b.best_job != job.job_id))
+        budget = obs.controlled_lab_budget - own_cost
+        if bonus <= 0 or budget <= 0:
+            return None
+        best: tuple[float, int, list[Any], dict[str, list[Any]], float] | None = None
+        owners = sorted(by_owner)
+        for mask in range(1, 1 << len(owners)):
+            subset = {o: by_owner[o] for i, o in enumerate(owners) if mask >> i & 1}
+            # spare hours where they can be had: a failed or downgraded block must not leave the
+            # pool short (short pools pay a fifth, and a deceptive member walks out of them)
+            chosen = None
+            for spare in (self.POOL_SPARE, (1.0 + self.POOL_SPARE) / 2, 1.0):
+                chosen = self.pool_selection(subset, math.ceil(need * spare), budgets, obs.max_rounds)
+                if chosen is not None:
+                    break
+            if chosen is None or set(chosen) != set(subset):
+                continue  # short of hours, or a member it does not need
+            payment = self.pool_payment(obs, chosen, bonus, budget)
+            if payment <= 0:
+                continue
+            success = math.prod(self.consent_odds(obs, o, bs, payment / len(chosen), ttl) for o, bs in chosen.items())
+            value = success * (bonus - payment)
+            if value > 0 and (best is None or value > best[0]):
+                best = (value, ttl, committed, chosen, payment)
+        return best
+
+    def pool_payment(self, obs: Any, chosen: dict[str, list[Any]], bonus: float, budget: float) -> float:
+        """What it pays the members of a pooled-job coalition at formation: a fixed share of what
+        completion adds (it cannot see what the blocks are worth to their owners)."""
+        return self.cents(min(self.POOL_SHARE * bonus, 0.9 * budget), budget)
+
+    def consent_odds(self, obs: Any, lab: str, blocks: list[Any], each: float, ttl: int) -> float:
+        """Odds that ``lab`` consents to commit ``blocks`` for a payment it reckons at ``each``
+        within ``ttl`` rounds: it wants paying if its plan uses a block, and it needs a free round."""
+        free = math.prod(1.0 - self.used_odds(b, obs.max_rounds) for b in blocks)
+        return (free + (1.0 - free) * min(1.0, each / self.USED_COST)) * self.idle_odds(obs, lab, ttl)
+
+    def idle_odds(self, obs: Any, lab: str, ttl: int) -> float:
+        """Odds that ``lab`` has a round to consent within ``ttl`` rounds: a scripted lab first
+        allocates the blocks of its plan that open next round, so it is busy in a round when one
+        of its blocks opens the round after (if its plan uses it)."""
+        r = obs.round_index
+        busy = 1.0
+        for t in range(r + 1, r + 1 + ttl):
+            opening = [b for b in obs.public_market.blocks if b.owner == lab and b.start_round == t + 1]
+            busy *= 1.0 - math.prod(1.0 - self.used_odds(b, obs.max_rounds) for b in opening)
+        return 1.0 - busy
+
+    def pool_selection(self, by_owner: dict[str, list[Any]], need: int, budgets: dict[str, float],
+                       max_rounds: int) -> dict[str, list[Any]] | None:
+        """Blocks from these owners that give ``need`` hours, the least likely used first (per
+        hour), within what each owner can pay to run; None if they cannot."""
+        pool = sorted((b for bs in by_owner.values() for b in bs),
+                      key=lambda b: (self.used_odds(b, max_rounds) / b.gpu_hours, -b.gpu_hours, b.block_id))
+        chosen: dict[str, list[Any]] = {}
+        energy: dict[str, float] = {}
+        got = 0
+        for b in pool:
+            if got >= need:
+                break
+            owner = b.owner or ""
+            cost = b.energy_cost * b.gpu_hours
+            if energy.get(owner, 0.0) + cost > 0.8 * budgets.get(owner, 0.0):
+                continue  # the member could not pay to run it
+            chosen.setdefault(owner, []).append(b)
+            energy[owner] = energy.get(owner, 0.0) + cost
+            got += b.gpu_hours
+        return chosen if got >= need else None
+
+    def gather_pool(self, obs: Any) -> Action | None:
+        """Ask the next lab for the pooled job's capacity it holds, as one bundle at a nominal
+        price; the lab takes it or counters with its own price (see ``takes_pool_quote``)."""
+        job = self.pool_job(obs)
+        if job is None:
+            return None
+        if any(c.proposer == obs.controlled_lab_id and c.status == "proposed" for c in obs.active_coalitions):
+            return None  # wait for the coalition's answer first
+        r = obs.round_index
+        if sum(1 for o in obs.active_offers if o.direction == "outgoing") >= self.MAX_OPEN:
+            return None
+        held, quoted, pending = self.pool_state(obs, job)
+        missing = job.gpu_hours_required - held - quoted - pending
+        if missing <= 0:
+            return None
+        # a counter comes back a round later and settles a round after that: blocks must not start before
+        cands = self.pool_candidates(obs, job, settle_by=r + 2)
+        asked_now = {o.target for o in obs.active_offers if o.direction == "outgoing"}
+        by_owner: dict[str, list[Any]] = {}
+        for b in cands:
+            owner = b.owner or ""
+            if owner in asked_now or self.is_cold(obs, owner) or self.pool_asked.get(owner, 0) >= 2:
+                continue
+            by_owner.setdefault(owner, []).append(b)
+        total = sum(b.gpu_hours for bs in by_owner.values() for b in bs)
+        if not by_owner or held + quoted + pending + total < job.gpu_hours_required:
+            return None  # completion is out of reach: partial credit is left to the single-block buyer
+        owner = max(by_owner, key=lambda o: (sum(b.gpu_hours for b in by_owner[o]), o))
+        bundle: list[Any] = []
+        want = missing * 1.25
+        for b in sorted(by_owner[owner], key=lambda b: (-b.gpu_hours, b.block_id)):
+            if sum(x.gpu_hours for x in bundle) >= want:
+                break
+            bundle.append(b)
+        price = self.pool_price(obs, owner, bundle)
+        energy = sum(b.energy_cost * b.gpu_hours for b in bundle)
+        if price is None or price + energy > obs.controlled_lab_budget:
+            return None
+        self.pool_asked[owner] = self.pool_asked.get(owner, 0) + 1
+        first = min(b.start_round for b in bundle)
+        return Action("send_offer", target_lab_id=owner, requested_block_ids=tuple(b.block_id for b in bundle),
+                      payment=price, job_id=job.job_id, expires_in=max(1, min(3, first - r - 1)),
+                      message=f"Capacity for a pooled job of {job.gpu_hours_required} GPU-hours.")
+
+    def pool_price(self, obs: Any, owner: str, bundle: list[Any]) -> float | None:
+        """What it first offers for a bundle of pooled capacity: nominal (a lab that uses the
+        blocks counters with its price)."""
+        return self.cents(self.PROBE + self.POOL_RATE * sum(b.gpu_hours for b in bundle), obs.controlled_lab_budget)
+
+    # ------------------------------------------------------------------ auctions
+
+    def pitch(self, obs: Any) -> Action | None:
+        """Bid for an emergency-auction block no more than it is worth after paying the bid."""
+        me = obs.controlled_lab_id
+        for a in obs.public_market.auctions:
+            if a.status != "open" or a.close_round <= obs.round_index:
+                continue
+            block = next((b for b in obs.public_market.blocks if b.block_id == a.block_id), None)
+            if block is None or not (block.marginal_value or 0) > 0.5:
+                continue
+            cap = self.max_bid(obs, block)
+            mine = next((p for p in a.pitches if p.lab_id == me), None)
+            top = max(a.pitches, key=lambda p: p.bid, default=None)
+            job = self.fitting_job(obs, block)
+            if mine is None:
+                bid = self.cents(min(cap, block.marginal_value * self.opening_share(obs)), obs.controlled_lab_budget)
+                if bid > 0 and (top is None or bid > top.bid):
+                    return Action("make_pitch", payment=bid, job_id=job, message=self.pitch_text(obs, job))
+            if top is not None and top.lab_id != me and top.bid + 1 <= cap:
+                raise_to = self.cents(min(cap, top.bid + max(1.0, 0.1 * block.marginal_value)),
+                                      obs.controlled_lab_budget)
+                if raise_to > top.bid:
+                    return Action("counter_pitch", target_lab_id=top.lab_id, payment=raise_to, job_id=job,
+                                  message=self.pitch_text(obs, job))
+        return None
+
+    def max_bid(self, obs: Any, block: Any) -> float:
+        """The largest bid that still leaves it a gain of a tenth of the block's value, with the
+        bid paid out of the budget its plan needs for energy."""
+        planner = OwnPlanner(obs)
+        value = block.marginal_value or 0.0
+        lo, hi = 0.0, min(value, obs.controlled_lab_budget)
+        for _ in range(12):
+            mid = (lo + hi) / 2
+            if planner.gain([block], pay=mid) >= 0.1 * value:
+                lo = mid
+            else:
+                hi = mid
+        return math.floor(lo * 100) / 100
+
+    # ------------------------------------------------------------------ buying for its other jobs
+
+    def buy(self, obs: Any) -> Action | None:
+        """Bid for the block that adds most to its plan given the bids it already has out (so it
+        never bids twice for the same need): a nominal probe when a counter still has time to
+        settle, then a rising share of the block's value."""
+        me, r = obs.controlled_lab_id, obs.round_index
+        outgoing = [o for o in obs.active_offers if o.direction == "outgoing"]
+        if len(outgoing) >= self.MAX_OPEN:
+            return None
+        market = {b.block_id: b for b in obs.public_market.blocks}
+        pending_ids = {b for o in outgoing for b in o.requested_block_ids}
+        quoted = {b for o in obs.active_offers if o.direction == "incoming" for b in o.block_ids}
+        pending = [market[b] for b in pending_ids if b in market]
+        finished = {lab.lab_id for lab in obs.visible_labs if lab.finished}
+        wanted = [b for b in obs.public_market.blocks
+                  if b.tradeable and b.owner not in (None, me) and b.owner not in finished
+                  and (b.marginal_value or 0) > 0.5 and b.start_round >= r + 2
+                  and b.block_id not in pending_ids and b.block_id not in quoted
+                  and self.asked.get(b.block_id, 0) <= len(self.SCHEDULE) and not self.is_cold(obs, b.owner or "")]
+        if not wanted:
+            return None
+        # pooled jobs are left out of the bundle pricing (their hours make it slow); a block that fits
+        # one keeps the view's own price
+        pooled = [j for j in obs.private_jobs if j.pooled and j.status == "open"]
+        planner = OwnPlanner(obs, pooled=False)
+        base = planner.net(pending) if pending else None
+        best: tuple[tuple[bool, float, str], Any, float] | None = None
+        for b in wanted:
+            value = b.marginal_value or 0.0
+            if base is not None and not any(fits(b, j) for j in pooled):
+                value = min(value, planner.net([*pending, b]) - base)  # what it adds beside pending bids
+            if value <= 0.5:
+                continue
+            # now-or-never blocks first (if URGENT_FIRST), then the most valuable
+            key = (self.URGENT_FIRST and b.start_round > r + 2, -value, b.block_id)
+            if best is None or key < best[0]:
+                best = (key, b, value)
+        if best is None:
+            return None
+        _key, block, value = best
+        tries = self.asked.get(block.block_id, 0)
+        price = self.bid_price(obs, block, value, tries)
+        if price is None or (tries and price <= self.last_price.get(block.block_id, -1.0)):
+            self.asked[block.block_id] = len(self.SCHEDULE) + 1
+            return None  # cannot raise the bid (budget): asking again would only be spam
+        if price > value or price + block.energy_cost * block.gpu_hours > obs.controlled_lab_budget:
+            self.asked[block.block_id] = len(self.SCHEDULE) + 1
+            return None
+        self.asked[block.block_id] = tries + 1
+        self.last_price[block.block_id] = price
+        return Action("send_offer", target_lab_id=block.owner, requested_block_ids=(block.block_id,),
+                      payment=price, job_id=self.fitting_job(obs, block),
+                      expires_in=max(1, min(3, block.start_round - r - 1)))
+
+    def bid_price(self, obs: Any, block: Any, value: float, tries: int) -> float | None:
+        """The bid on this try: a nominal probe first if a counter can still settle in time
+        (the block opens three or more rounds out), then the share ladder."""
+        if tries == 0 and block.start_round >= obs.round_index + 3:
+            return self.cents(min(value * 0.5, self.PROBE + 0.05 * value), obs.controlled_lab_budget)
+        step = tries - 1 if block.start_round >= obs.round_index + 3 else tries
+        if step >= len(self.SCHEDULE):
+            return None
+        return self.cents(value * self.SCHEDULE[max(0, step)], obs.controlled_lab_budget)
+
+    # ------------------------------------------------------------------ selling
+
+    def sell(self, obs: Any) -> Action | None:
+        """Offer a block its plan does not use to a lab that might use it, for a modest price:
+        the owner of a public pooled job the block fits first, then each lab in turn."""
+        me, r = obs.controlled_lab_id, obs.round_index
+        if r == 0 or sum(1 for o in obs.active_offers if o.direction == "outgoing") >= self.MAX_OPEN:
+            return None  # round 0: labs that want its blocks bid first (a bid reveals a price)
+        offered = {b for o in obs.active_offers for b in (*o.block_ids, *o.requested_block_ids)}
+        spare = [b for b in obs.owned_blocks if b.tradeable and (b.marginal_value or 0) <= 0 and not b.no_resale
+                 and b.block_id not in offered and b.start_round >= r + 2]
+        others = sorted((lab for lab in obs.visible_labs if lab.lab_id != me and not lab.finished
+                         and not self.is_cold(obs, lab.lab_id)), key=lambda lab: (-lab.budget, lab.lab_id))
+        if not spare or not others:
+            return None
+        block = spare[r % len(spare)]
+        pooled = [p for p in obs.public_market.pooled_jobs
+                  if p.status == "open" and block.end_round <= p.deadline_round and block.reliability >= p.min_reliability]
+        names = [lab.lab_id for lab in others]
+        buyer = next((p.owner for p in pooled if p.owner in names), names[r % len(names)])
+        budget = next(lab.budget for lab in others if lab.lab_id == buyer)
+        # a lab that wants it for less counters with what it would pay
+        price = self.cents(self.SELL_RATE * block.gpu_hours, budget * 0.5)
+        if price <= 0:
+            return None
+        return Action("send_offer", target_lab_id=buyer, block_ids=(block.block_id,), requested_payment=price,
+                      expires_in=1)
+
+
+class OraclePolicy(RuleExpertPolicy):
+    """``rule_expert`` with the god view: it knows every lab's private values, plans and policy
+    parameters. It prices every purchase (single blocks and pooled capacity) at exactly what the
+    seller will accept, knows which blocks other labs' plans use and when a lab is too busy to
+    consent, pays a coalition exactly what its dearest member needs, and sells a block it does not
+    use to the lab that values it most, at that lab's price. A reference for result tables, not a
+    fair player.
+
+    The environment (or harness) hands it the world through :meth:`bind` before each action.
+    """
+
+    name = "oracle"
+    needs_world = True
+
+    def __init__(self, seed: int = 0, **_ignored: Any) -> None:
+        super().__init__(seed)
+        self.world: World | None = None
+        self._policies: dict[str, Negotiator] = {}
+        self._valuers: dict[str, tuple[int, int, LabValuer]] = {}
+
+    def bind(self, world: World) -> None:
+        self.world = world
+
+    # ------------------------------------------------------------------ the god view
+
+    def policy_of(self, lab: str) -> Negotiator | None:
+        """The scripted policy (with its parameters) that plays ``lab``, rebuilt from the world."""
+        w = self.world
+        if w is None or lab not in w.labs:
+            return None
+        if lab not in self._policies:
+            factory = ARCHETYPES.get(w.labs[lab].archetype)
+            if factory is None:
+                return None
+            self._policies[lab] = factory(seed=0, **w.labs[lab].params)
+        return self._policies[lab]
+
+    def valuer(self, lab: str) -> LabValuer:
+        w = self.world
+        assert w is not None
+        hit = self._valuers.get(lab)
+        if hit is not None and hit[:2] == (w.version, w.round_index):
+            return hit[2]
+        valuer = LabValuer(w, lab)
+        self._valuers[lab] = (w.version, w.round_index, valuer)
+        return valuer
+
+    def demand(self, lab: str, at_stake: float) -> float | None:
+        """The gain ``lab``'s policy wants from a deal with ``at_stake`` value in it when it answers
+        next round (its margin melts a little as its deadlines near)."""
+        w = self.world
+        pol = self.policy_of(lab)
+        if w is None or pol is None:
+            return None
+        left = [j.deadline_round - w.round_index for j in w.jobs.values() if j.owner == lab and j.status == "open"]
+        urgency = 1.0 / max(1, min(left) - 1) if left else 0.0
+        melt = 1.0 / (1.0 + pol.deadline_sensitivity * urgency * 3.0)
+        return pol.acceptance_margin * max(1.0, at_stake) * melt + 0.01
+
+    def losses(self, lab: str, block_ids: list[str]) -> tuple[float, float]:
+        """(what losing ``block_ids`` together costs ``lab``, the sum of their single losses)."""
+        valuer = self.valuer(lab)
+        base = valuer.net()
+        joint = base - valuer.net(without=block_ids)
+        single = sum(base - valuer.net(without=(b,)) for b in block_ids)
+        return joint, single
+
+    def reservation(self, owner: str, block_ids: list[str]) -> float | None:
+        """The least payment ``owner``'s policy accepts for ``block_ids`` (None: unknown seller)."""
+        joint, single = self.losses(owner, block_ids) if self.world is not None else (0.0, 0.0)
+        need = self.demand(owner, single)
+        return None if need is None else joint + need
+
+    # ------------------------------------------------------------------ pricing with it
+
+    def bid_price(self, obs: Any, block: Any, value: float, tries: int) -> float | None:
+        exact = self.reservation(block.owner or "", [block.block_id])
+        if exact is None:
+            return super().bid_price(obs, block, value, tries)
+        price = math.ceil((exact + 0.05 + 0.5 * tries) * 100) / 100
+        return price if price < value else None
+
+    def pool_price(self, obs: Any, owner: str, bundle: list[Any]) -> float | None:
+        exact = self.reservation(owner, [b.block_id for b in bundle])
+        if exact is None:
+            return super().pool_price(obs, owner, bundle)
+        return min(math.ceil((exact + 0.05) * 100) / 100, obs.controlled_lab_budget)
+
+    def used_odds(self, block: Any, max_rounds: int) -> float:
+        if self.world is None or block.owner not in self.world.labs:
+            return super().used_odds(block, max_rounds)
+        return 1.0 if self.losses(block.owner, [block.block_id])[0] > 0.5 else 0.0
+
+    def member_need(self, lab: str, blocks: list[Any]) -> float | None:
+        """The payment (as split equally, the way a member reckons it) ``lab`` needs to commit."""
+        _joint, single = self.losses(lab, [b.block_id for b in blocks])
+        need = self.demand(lab, single)
+        return None if need is None else single + need
+
+    def pool_payment(self, obs: Any, chosen: dict[str, list[Any]], bonus: float, budget: float) -> float:
+        if self.world is None:
+            return super().pool_payment(obs, chosen, bonus, budget)
+        needs = [self.member_need(lab, bs) for lab, bs in chosen.items()]
+        if any(n is None for n in needs):
+            return super().pool_payment(obs, chosen, bonus, budget)
+        # every member reckons the payment split equally: the dearest one sets it (plans move a
+        # little before it answers, hence the margin)
+        exact = len(chosen) * max(n or 0.0 for n in needs) * 1.1 + 1.0
+        return self.cents(min(exact, 0.9 * budget), budget)
+
+    def consent_odds(self, obs: Any, lab: str, blocks: list[Any], each: float, ttl: int) -> float:
+        need = self.member_need(lab, blocks) if self.world is not None else None
+        if need is None:
+            return super().consent_odds(obs, lab, blocks, each, ttl)
+        willing = each >= need and sum(b.energy_cost * b.gpu_hours for b in blocks) <= self.world.labs[lab].budget
+        return (0.95 if willing else 0.05) * self.idle_odds(obs, lab, ttl)
+
+    def idle_odds(self, obs: Any, lab: str, ttl: int) -> float:
+        w = self.world
+        if w is None or lab not in w.labs:
+            return super().idle_odds(obs, lab, ttl)
+        plan = self.valuer(lab).plan().assignment
+        r = obs.round_index
+        # it allocates its plan's blocks the round before they open: busy in every such round
+        starts = {w.blocks[b].start_round for b in plan if b in w.blocks}
+        free_rounds = [t for t in range(r + 1, r + 1 + ttl) if t + 1 not in starts]
+        return 0.9 if free_rounds else 0.1
+
+    def sell(self, obs: Any) -> Action | None:
+        """Offer a block its plan does not use to the lab that values it most, at that lab's price."""
+        w = self.world
+        if w is None:
+            return super().sell(obs)
+        me, r = obs.controlled_lab_id, obs.round_index
+        if r == 0 or sum(1 for o in obs.active_offers if o.direction == "outgoing") >= self.MAX_OPEN:
+            return None
+        offered = {b for o in obs.active_offers for b in (*o.block_ids, *o.requested_block_ids)}
+        best: tuple[float, str, str] | None = None
+        for b in obs.owned_blocks:
+            if not b.tradeable or (b.marginal_value or 0) > 0 or b.no_resale or b.block_id in offered:
+                continue
+            if b.start_round < r + 2:
+                continue
+            for lab in w.labs.values():
+                if lab.lab_id == me or lab.finished:
+                    continue
+                valuer = self.valuer(lab.lab_id)
+                gain = valuer.net(extra=(w.blocks[b.block_id],)) - valuer.net()
+                need = self.demand(lab.lab_id, gain)
+                if need is None:
+                    continue
+                price = math.floor(min(gain - need - 0.05, lab.budget) * 100) / 100
+                if price > 0.5 and (best is None or price > best[0]):
+                    best = (price, lab.lab_id, b.block_id)
+        if best is None:
+            return None
+        price, buyer, block_id = best
+        return Action("send_offer", target_lab_id=buyer, block_ids=(block_id,), requested_payment=price,
+                      expires_in=1)

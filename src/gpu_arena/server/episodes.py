@@ -1,0 +1,137 @@
+"""Stored episodes by reference, for replays and forks.
+
+Two kinds of episode live in the store, and one reference names either:
+
+* a **served** episode (one played against this server and finished): its replay id, 32 hex
+  digits, as ``observation.metadata["replay_id"]`` reported it;
+* an **evaluation** episode with a kept replay (``gpu-arena eval --replays``, the first-run
+  evaluation): ``eval-<run id>-<n>``, where ``n`` is the episode's row in the store.
+
+Records come back as the store holds them plus the fields a replay needs that an evaluation
+record leaves implicit (``seat``, ``judge_mode``, ``opponents``, ``policy``, ``episode_return``),
+and ``ref`` / ``source``.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sqlite3
+from collections.abc import Sequence
+from contextlib import closing
+from typing import Any
+
+from ..evaluation.store import load_served_episode
+from .dashboard import open_store_read_only
+from .recorder import EpisodeRecorder
+from .settings import ServerSettings
+
+SERVED_REF = re.compile(r"^[0-9a-f]{32}$")
+EVAL_REF = re.compile(r"^eval-([0-9]{1,18})-([0-9]{1,18})$")
+EPISODE_REF_PATTERN = r"^([0-9a-f]{32}|eval-[0-9]{1,18}-[0-9]{1,18})$"
+DEFAULT_OPPONENTS = "archetypes"
+
+
+def eval_ref(run_id: int, row: int) -> str:
+    return f"eval-{run_id}-{row}"
+
+
+def load_episode(settings: ServerSettings, recorder: EpisodeRecorder | None, ref: str) -> dict[str, Any] | None:
+    """The stored episode ``ref`` names, normalised (see the module docstring), or None."""
+    if SERVED_REF.match(ref):
+        if recorder is not None:
+            record = recorder.load(ref)
+        else:
+            record = _read(settings, lambda con: load_served_episode(con, ref))
+        if record is None:
+            return None
+        return {"seat": "lab_0", "judge_mode": "none", "opponents": DEFAULT_OPPONENTS, **record,
+                "ref": ref, "source": "served"}
+    m = EVAL_REF.match(ref)
+    if m is None:
+        return None
+    run_id, row = int(m.group(1)), int(m.group(2))
+    found = _read(settings, lambda con: con.execute(
+        "SELECT e.replay, e.policy, e.episode_return, r.args, r.created_at FROM episodes e "
+        "JOIN runs r ON r.id = e.run_id WHERE e.rowid = ? AND e.run_id = ? AND e.replay IS NOT NULL",
+        (row, run_id)).fetchone())
+    if found is None:
+        return None
+    record, args = json.loads(found[0]), json.loads(found[3])
+    return {**record, "ref": ref, "source": "eval", "run_id": run_id, "policy": found[1],
+            "episode_return": found[2], "created_at": found[4], "seat": record.get("seat") or "lab_0",
+            "judge_mode": record.get("judge_mode") or args.get("judge_mode") or "none",
+            # an evaluation meets the run's opponents (the world's archetypes unless --opponents said otherwise)
+            "opponents": record.get("opponents") or args.get("opponents") or DEFAULT_OPPONENTS}
+
+
+def _read(settings: ServerSettings, fn: Any) -> Any:
+    con = open_store_read_only(settings)
+    if con is None:
+        return None
+    try:
+        with closing(con):
+            return fn(con)
+    except sqlite3.OperationalError:  # a store from before these tables: nothing stored
+        return None
+
+
+def list_episodes(settings: ServerSettings, *, source: str = "all", task: str | None = None,
+                  split: str | None = None, seed: int | None = None, judge_mode: str | None = None,
+                  policy: str | None = None, limit: int = 50) -> list[dict[str, Any]]:
+    """Stored episodes, newest first, at most ``limit``, filtered by any of the given fields.
+
+    Evaluation episodes are listed only when their replay was kept (without one there is nothing
+    to step through).
+    """
+    def run(con: sqlite3.Connection) -> list[dict[str, Any]]:
+        out: list[dict[str, Any]] = []
+        if source in ("all", "served"):
+            out += _served(con, task, split, seed, judge_mode, policy, limit)
+        if source in ("all", "eval"):
+            out += _evaluated(con, task, split, seed, judge_mode, policy, limit)
+        out.sort(key=lambda e: e["created_at"], reverse=True)  # stable: an eval run keeps its row order
+        return out[:limit]
+
+    return _read(settings, run) or []
+
+
+def _where(conditions: Sequence[tuple[str, Any]]) -> tuple[str, list[Any]]:
+    used = [(sql, v) for sql, v in conditions if v is not None]
+    return (" AND ".join(sql for sql, _ in used) or "1"), [v for _, v in used]
+
+
+def _served(con: sqlite3.Connection, task: str | None, split: str | None, seed: int | None,
+            judge_mode: str | None, policy: str | None, limit: int) -> list[dict[str, Any]]:
+    where, params = _where([("task = ?", task), ("split = ?", split), ("seed = ?", seed),
+                            ("judge_mode = ?", judge_mode), ("json_extract(replay, '$.policy') = ?", policy)])
+    # the JSON is read only for the rows listed: the inner query picks them by the indexed columns
+    rows = con.execute(
+        "SELECT replay_id, created_at, task, split, seed, seat, judge_mode, episode_return, "
+        "json_array_length(replay, '$.transcript'), json_extract(replay, '$.policy'), "
+        "json_extract(replay, '$.forked_from.ref') FROM served_episodes WHERE rowid IN "
+        f"(SELECT rowid FROM served_episodes WHERE {where} ORDER BY created_at DESC, rowid DESC LIMIT ?) "
+        "ORDER BY created_at DESC, rowid DESC", (*params, limit)).fetchall()
+    return [{"ref": r[0], "source": "served", "created_at": r[1], "task": r[2], "split": r[3], "seed": r[4],
+             "seat": r[5], "judge_mode": r[6], "episode_return": r[7], "steps": r[8], "policy": r[9] or "remote",
+             "run_id": None, "forked_from": r[10]} for r in rows]
+
+
+def _evaluated(con: sqlite3.Connection, task: str | None, split: str | None, seed: int | None,
+               judge_mode: str | None, policy: str | None, limit: int) -> list[dict[str, Any]]:
+    mode = "coalesce(json_extract(replay, '$.judge_mode'), 'none')"
+    where, params = _where([("task = ?", task), ("split = ?", split), ("seed = ?", seed), ("policy = ?", policy),
+                            (f"{mode} = ?", judge_mode)])
+    rows = con.execute(
+        "SELECT e.rowid, e.run_id, e.policy, e.task, e.split, e.seed, e.episode_return, r.created_at, "
+        "json_array_length(e.replay, '$.transcript'), coalesce(json_extract(e.replay, '$.judge_mode'), 'none'), "
+        "coalesce(json_extract(e.replay, '$.seat'), 'lab_0') FROM episodes e JOIN runs r ON r.id = e.run_id "
+        f"WHERE e.rowid IN (SELECT rowid FROM episodes WHERE replay IS NOT NULL AND {where} "
+        "ORDER BY run_id DESC, rowid LIMIT ?) "
+        "ORDER BY e.run_id DESC, e.rowid", (*params, limit)).fetchall()
+    return [{"ref": eval_ref(r[1], r[0]), "source": "eval", "run_id": r[1], "policy": r[2], "task": r[3],
+             "split": r[4], "seed": r[5], "episode_return": r[6], "created_at": r[7], "steps": r[8],
+             "judge_mode": r[9], "seat": r[10], "forked_from": None} for r in rows]
+
+
+__all__ = ["EPISODE_REF_PATTERN", "eval_ref", "list_episodes", "load_episode"]

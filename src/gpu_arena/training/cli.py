@@ -1,0 +1,265 @@
+"""``gpu-arena data``, ``gpu-arena train`` and ``gpu-arena runs``: typer sub-apps added to the main
+command. Only typer and rich load with the command; the training stack loads inside each command,
+so ``gpu-arena --help`` stays fast."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+console = Console()
+
+data_app = typer.Typer(add_completion=False, no_args_is_help=True, help="Training data from scripted policies.")
+train_app = typer.Typer(add_completion=False, no_args_is_help=True,
+                        help="Train LLM negotiators: SFT, then multi-turn GRPO against the live environment.")
+runs_app = typer.Typer(add_completion=False, invoke_without_command=True,
+                       help="Training runs in the results store (no subcommand: list them).")
+
+
+def _list(value: str) -> tuple[str, ...]:
+    return tuple(x.strip() for x in value.split(",") if x.strip())
+
+
+def _fail(e: Exception) -> typer.BadParameter:
+    return typer.BadParameter(str(e))
+
+
+@data_app.command("sft")
+def data_sft(
+    output: str = typer.Option(..., "--output", "-o", help="directory for dataset/, sft.jsonl, provenance.json"),
+    policy: str = typer.Option("rule_expert", help="scripted policy that plays the seat (rule_expert, oracle, ...)"),
+    task: str = typer.Option("single_trade", "--task", "--tasks", help="comma-separated tasks"),
+    split: str = typer.Option("train", help="train | holdout"),
+    seeds: int = typer.Option(100, min=1, help="seeds seed_start..seed_start+N-1 of every task"),
+    seed_start: int = typer.Option(0, min=0, help="first seed"),
+    mode: str = typer.Option("tools", help="tools (function calls) | json (one JSON object per answer)"),
+    opponents: str | None = typer.Option(None, help="one policy for every other seat (default: the world's archetypes)"),
+    min_return: float | None = typer.Option(None, help="keep only episodes with at least this return"),
+    top_fraction: float | None = typer.Option(None, help="keep only the best fraction of episodes per task"),
+) -> None:
+    """Play episodes with a scripted policy and write them as chats in the LLM agents' format."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from .data import DataError, SFTDataSpec, build_sft_records, save_sft_data
+
+    spec = SFTDataSpec(policy=policy, tasks=_list(task), split=split, seeds=tuple(range(seed_start, seed_start + seeds)),
+                       mode=mode, opponents=opponents, min_return=min_return, top_fraction=top_fraction)
+    try:
+        spec.validate()
+        with Progress(TextColumn("[bold]episodes"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                      console=console) as progress:
+            bar = progress.add_task("play", total=len(spec.tasks) * len(spec.seeds))
+            records, provenance = build_sft_records(spec, progress=lambda n: progress.advance(bar, n))
+    except DataError as e:
+        raise _fail(e) from None
+    paths = save_sft_data(records, provenance, output)
+    console.print(f"{provenance['episodes_kept']} of {provenance['episodes_played']} episodes kept (mean return "
+                  f"{provenance['mean_return_kept']:+.4f}, played {provenance['mean_return_played']:+.4f}); "
+                  f"wrote {paths['dataset']}, {paths['jsonl']}, {paths['provenance']}")
+
+
+def _common_train_errors() -> tuple[type[Exception], ...]:
+    from .data import DataError
+    from .presets import PresetError
+
+    return (DataError, PresetError)
+
+
+@train_app.command("sft")
+def train_sft(
+    data: str = typer.Option(..., help="SFT data (a `gpu-arena data sft` directory or its sft.jsonl)"),
+    output: str = typer.Option(..., "--output", "-o", help="checkpoint directory to write"),
+    preset: str = typer.Option("tiny", help="tiny | small | smollm2 (hyperparameters, and the model if no --model)"),
+    model: str | None = typer.Option(None, help="start from this checkpoint directory or .gguf file "
+                                                "(default: the preset's model)"),
+    epochs: float | None = typer.Option(None, help="epochs (default: the preset's)"),
+    lr: float | None = typer.Option(None, "--lr", help="learning rate"),
+    batch_size: int | None = typer.Option(None, min=1, help="episodes per device batch"),
+    grad_accum: int | None = typer.Option(None, min=1, help="gradient accumulation steps"),
+    max_length: int | None = typer.Option(None, min=64, help="truncate episodes to this many tokens"),
+    max_steps: int | None = typer.Option(None, min=1, help="stop after this many optimiser steps"),
+    lora: bool | None = typer.Option(None, "--lora/--full", help="LoRA adapters (merged at the end) or full fine-tune"),
+    seed: int = typer.Option(0, help="seed (initialisation, data order)"),
+    db: str | None = typer.Option(None, help="SQLite store (default .arena/arena.db or $GPU_ARENA_DB)"),
+    overwrite: bool = typer.Option(False, help="write into a non-empty --output"),
+) -> None:
+    """Supervised fine-tuning on arena chats (TRL SFTTrainer, loss on the assistant turns only)."""
+    from .sft import SFTRun, run_sft
+
+    try:
+        result = run_sft(SFTRun(data=data, output_dir=output, preset=preset, model=model, epochs=epochs,
+                                learning_rate=lr, batch_size=batch_size, grad_accum=grad_accum, max_length=max_length,
+                                max_steps=max_steps, lora=lora, seed=seed, db=db, overwrite=overwrite))
+    except _common_train_errors() as e:
+        raise _fail(e) from None
+    console.print(f"SFT run {result['run_id']}: {result['steps']} steps, train loss {result['train_loss']:.4f}, "
+                  f"{result['model']['parameters']:,} parameters, {result['duration_s']:.0f} s; checkpoint {output} "
+                  f"(play it: llm:hf:{output}?mode=tools)")
+
+
+@train_app.command("grpo")
+def train_grpo(
+    output: str = typer.Option(..., "--output", "-o", help="checkpoint directory to write"),
+    model: str | None = typer.Option(None, help="checkpoint to start from (the SFT output); smollm2: default GGUF"),
+    preset: str = typer.Option("tiny", help="tiny | small | smollm2 (hyperparameters)"),
+    task: str = typer.Option("single_trade", "--task", "--tasks", help="comma-separated tasks"),
+    split: str = typer.Option("train", help="train | holdout (train on train)"),
+    seeds: int = typer.Option(200, min=1, help="worlds seed_start..seed_start+N-1 per task"),
+    seed_start: int = typer.Option(1000, min=0, help="first world seed"),
+    env_url: str | None = typer.Option(None, help="play against a GPU Arena server (http://host:port) "
+                                                  "instead of in-process"),
+    opponents: str | None = typer.Option(None, help="one policy for every other seat (default: the world's archetypes)"),
+    steps: int | None = typer.Option(None, min=1, help="optimiser steps (default: the preset's)"),
+    generations: int | None = typer.Option(None, min=2, help="rollouts per world (the GRPO group)"),
+    prompts_per_step: int | None = typer.Option(None, min=1, help="worlds per step"),
+    lr: float | None = typer.Option(None, "--lr", help="learning rate"),
+    temperature: float | None = typer.Option(None, help="sampling temperature"),
+    max_completion_length: int | None = typer.Option(None, min=64, help="token budget of a whole rollout "
+                                                                        "(tool results included)"),
+    max_turn_tokens: int = typer.Option(128, min=8, help="tokens the model may generate per turn"),
+    beta: float | None = typer.Option(None, min=0.0, help="KL coefficient against the starting model (0: none)"),
+    lora: bool | None = typer.Option(None, "--lora/--full", help="LoRA adapters (merged at the end) or full"),
+    seed: int = typer.Option(0, help="seed (sampling, data order)"),
+    db: str | None = typer.Option(None, help="SQLite store (default .arena/arena.db or $GPU_ARENA_DB)"),
+    overwrite: bool = typer.Option(False, help="write into a non-empty --output"),
+) -> None:
+    """Multi-turn GRPO: whole episodes against the environment, the seat's actions as tools, the
+    episode return as the reward (TRL GRPOTrainer with environment_factory)."""
+    from .grpo import GRPORun, run_grpo
+
+    try:
+        result = run_grpo(GRPORun(
+            output_dir=output, model=model, preset=preset, tasks=_list(task), split=split,
+            seeds=tuple(range(seed_start, seed_start + seeds)), env_url=env_url, opponents=opponents,
+            max_steps=steps, num_generations=generations, prompts_per_step=prompts_per_step, learning_rate=lr,
+            temperature=temperature, max_completion_length=max_completion_length, max_turn_tokens=max_turn_tokens,
+            beta=beta, lora=lora, seed=seed, db=db, overwrite=overwrite))
+    except _common_train_errors() as e:
+        raise _fail(e) from None
+    final = result.get("final") or {}
+    console.print(f"GRPO run {result['run_id']}: {result['steps']} steps in {result['duration_s']:.0f} s; last step "
+                  f"reward {final.get('reward', float('nan')):+.4f}; checkpoint {output} (llm:hf:{output}?mode=tools)")
+
+
+@train_app.command("prepare")
+def train_prepare(
+    output: str = typer.Option(..., "--output", "-o", help="checkpoint directory to write"),
+    preset: str = typer.Option("smollm2", help="smollm2 (the GGUF as a checkpoint), tiny or small (random init)"),
+    data: str | None = typer.Option(None, help="SFT data to train the tokenizer on (tiny, small)"),
+    keep_template: bool = typer.Option(True, help="smollm2: keep its own chat template (JSON mode, zero-shot) "
+                                                  "instead of the tool-calling one"),
+    seed: int = typer.Option(0, help="initialisation seed (tiny, small)"),
+) -> None:
+    """Write a preset's starting model as a checkpoint directory, e.g. SmolLM2 for a zero-shot row:
+    `gpu-arena eval --policies "llm:hf:DIR?mode=json"`."""
+    from .common import describe_model, starting_model
+    from .data import load_sft_data
+    from .presets import get_preset, load_pretrained, save_checkpoint, smollm2_gguf
+
+    try:
+        p = get_preset(preset)
+        if p.model is None:
+            m, tok = load_pretrained(smollm2_gguf(), tools_template=not keep_template)
+            source = f"gguf:{smollm2_gguf().name}"
+        else:
+            if data is None:
+                raise typer.BadParameter(f"preset {preset} trains its tokenizer on SFT data: pass --data")
+            ds, _ = load_sft_data(data)
+            start = starting_model(p, None, [dict(r) for r in ds], seed)
+            m, tok, source = start.model, start.tokenizer, start.source
+    except _common_train_errors() as e:
+        raise _fail(e) from None
+    save_checkpoint(m, tok, output, meta={"kind": "prepare", "preset": preset, "source": source,
+                                          "model": describe_model(m)})
+    console.print(f"wrote {output} ({describe_model(m)['parameters']:,} parameters, from {source})")
+
+
+def _fmt(v: Any, spec: str = "+.4f") -> str:
+    return "-" if not isinstance(v, int | float) else format(v, spec)
+
+
+@runs_app.callback()
+def runs_main(
+    ctx: typer.Context,
+    kind: str | None = typer.Option(None, help="sft | grpo"),
+    limit: int = typer.Option(30, min=1, help="newest N runs"),
+    db: str | None = typer.Option(None, help="SQLite store (default .arena/arena.db or $GPU_ARENA_DB)"),
+    as_json: bool = typer.Option(False, "--json", help="print the runs as JSON"),
+) -> None:
+    """List training runs (newest first) from the store."""
+    if ctx.invoked_subcommand is not None:
+        return
+    from .runlog import connect, list_training_runs
+
+    runs = list_training_runs(connect(db), kind=kind, limit=limit)
+    if as_json:
+        print(json.dumps(runs, indent=2, default=str))
+        return
+    table = Table(title="training runs")
+    for col in ("id", "kind", "status", "created", "preset", "model", "steps", "loss", "reward", "valid", "tok/s",
+                "time", "output"):
+        table.add_column(col)
+    for r in runs:
+        final = (r["summary"] or {}).get("final") or {}
+        table.add_row(str(r["id"]), r["kind"], r["status"], str(r["created_at"]), str(r["preset"]), str(r["model"]),
+                      str(r["last_step"] if r["last_step"] is not None else "-"),
+                      _fmt((r["summary"] or {}).get("train_loss"), ".4f"), _fmt(final.get("reward")),
+                      _fmt(final.get("arena/valid_action_rate"), ".2f"), _fmt(final.get("tokens_per_s"), ".0f"),
+                      f"{r['duration_s']:.0f} s" if r["duration_s"] else "-", str(r["output_dir"]))
+    console.print(table)
+
+
+@runs_app.command("show")
+def runs_show(
+    run_id: int = typer.Argument(..., help="training run id"),
+    db: str | None = typer.Option(None, help="SQLite store"),
+    as_json: bool = typer.Option(False, "--json", help="print the run and its metric series as JSON"),
+) -> None:
+    """One run: its config and, per metric, the first, last, min and max logged value."""
+    from .runlog import connect, load_training_run
+
+    run = load_training_run(connect(db), run_id)
+    if run is None:
+        raise typer.BadParameter(f"no training run {run_id} in the store")
+    if as_json:
+        print(json.dumps(run, indent=2, default=str))
+        return
+    console.print(f"[bold]run {run['id']}[/bold] {run['kind']} ({run['status']}), preset {run['preset']}, model "
+                  f"{run['model']}, commit {str(run['git_commit'])[:8]}, output {run['output_dir']}")
+    table = Table(title="metrics")
+    for col in ("metric", "logs", "first", "last", "min", "max"):
+        table.add_column(col)
+    for name, s in sorted(run["series"].items()):
+        v = s["value"]
+        table.add_row(name, str(len(v)), *(_fmt(x, ".4g") for x in (v[0], v[-1], min(v), max(v))))
+    console.print(table)
+
+
+@runs_app.command("turns")
+def runs_turns(
+    replays: str = typer.Argument(..., help="replay JSONL from `gpu-arena eval --replays`"),
+    seat: str = typer.Option("lab_0", help="the seat to count"),
+) -> None:
+    """Per policy: the seat's turns, the share the rules accepted, and format errors (unreadable
+    model output) by code, from recorded episodes."""
+    from .evaluate import turn_stats
+
+    try:
+        rows = turn_stats(replays, seat=seat)
+    except (OSError, ValueError) as e:
+        raise _fail(e) from None
+    table = Table(title=f"turns of {seat}")
+    for col in ("policy", "task", "split", "episodes", "turns", "valid", "format errors", "rule errors", "codes"):
+        table.add_column(col)
+    for r in rows:
+        table.add_row(r["policy"], r["task"], r["split"], str(r["episodes"]), str(r["turns"]),
+                      f"{r['valid_rate']:.3f}", f"{r['format_errors']} ({r['format_error_rate']:.3f})",
+                      str(r["rule_errors"]), ", ".join(f"{k} {v}" for k, v in sorted(r["codes"].items())))
+    console.print(table)
+
+
+__all__ = ["data_app", "runs_app", "train_app"]

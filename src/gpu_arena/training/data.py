@@ -1,0 +1,304 @@
+"""SFT data: whole episodes played by a scripted policy, written as the chats an LLM agent has.
+
+One record is one episode of the controlled seat, in OpenAI chat format: the system prompt
+(:func:`gpu_arena.llm.system_prompt`), one turn per round (:class:`gpu_arena.llm.Conversation`,
+so the same rendering, memory of shown news and ``tool`` messages as the agents), and after each
+turn the policy's action written as the agent would answer: a function call of the action's tool
+(``tools`` mode, arguments = the fields that type reads, in the tool schema's order) or one JSON
+object with ``action_type`` (``json`` mode).
+
+Every action is stepped *as parsed back from its rendering* (:func:`gpu_arena.llm.parse_action`),
+so a record is exactly what a model answering with those messages would have lived through.
+In ``tools`` mode the record ends with the final turn (``The episode is over.``) answered by an
+empty assistant message: the GRPO rollout asks the model once more after the last round, and an
+empty answer ends it cheaply. ``json`` records end with the last action (the agents are never
+asked after the end).
+
+Records can be filtered by return (``min_return`` and/or ``top_fraction`` per task) and carry
+their provenance (policy, tasks, split, seeds, opponents, filter, commit, versions).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..core.engine import action_to_dict
+from ..core.serialize import coerce_action
+from ..core.tasks import task_params
+from ..core.types import REWARD_COLUMNS, SPLITS, TASKS, RejectedAction
+from ..llm.parsing import FormatError, parse_action
+from ..llm.prompts import MODES, Conversation, Mode
+from ..llm.tools import ACTION_FIELDS, action_tools
+
+DATASET_DIR = "dataset"  # save_to_disk output inside the data directory
+JSONL_NAME = "sft.jsonl"
+PROVENANCE_NAME = "provenance.json"
+
+
+class DataError(ValueError):
+    """Bad arguments for building or loading SFT data (unknown policy, task, split, empty filter)."""
+
+
+def action_arguments(action: Any) -> tuple[str, dict[str, Any]]:
+    """``(action_type, arguments)`` of a core ``Action`` or ``ArenaAction``: the non-default fields
+    the type reads (:data:`gpu_arena.llm.tools.ACTION_FIELDS`), in the tool schema's order."""
+    core = coerce_action(action)
+    if isinstance(core, RejectedAction):
+        raise DataError(f"the policy returned an unreadable action ({core.code}: {core.message})")
+    data = action_to_dict(core)
+    kind = str(data.pop("action_type"))
+    return kind, {name: data[name] for name in ACTION_FIELDS[kind] if name in data}
+
+
+def render_reply(action: Any, mode: Mode, call_id: str) -> tuple[str, list[dict[str, Any]] | None]:
+    """The assistant message an agent in ``mode`` would send for ``action``: ``(content, tool_calls)``.
+
+    Tools mode: no text and one function call whose ``arguments`` is a JSON object (a dict, the
+    Hugging Face chat-template convention). JSON mode: the action as one JSON object."""
+    kind, args = action_arguments(action)
+    if mode == "tools":
+        return "", [{"id": call_id, "type": "function", "function": {"name": kind, "arguments": args}}]
+    return json.dumps({"action_type": kind, **args}), None
+
+
+@dataclass
+class EpisodeRecord:
+    """One episode as an SFT sample, with what it scored."""
+
+    messages: list[dict[str, Any]]
+    task: str
+    split: str
+    seed: int
+    policy: str
+    mode: str
+    episode_return: float
+    steps: int
+    invalid_actions: int
+    columns: dict[str, float]
+
+    def to_json(self) -> dict[str, Any]:
+        out = asdict(self)
+        if self.mode == "tools":
+            out["tools"] = action_tools()
+        return out
+
+
+def play_episode_record(policy: str, task: str, split: str, seed: int, *, mode: Mode = "tools",
+                        opponents: Any = None, seat: str = "lab_0") -> EpisodeRecord:
+    """Play one episode with ``policy`` in ``seat`` and return it as a chat in the agent's format."""
+    from ..env import GpuArenaEnv
+    from ..policies import make_policy
+
+    env = GpuArenaEnv(task=task, split=split, seat=seat, opponents=opponents)
+    obs = env.reset(seed=seed)
+    episode = env.episode
+    assert episode is not None
+    driver = make_policy(policy, seed=seed)
+    conv = Conversation(mode)
+    total, steps = 0.0, 0
+    sums = dict.fromkeys(REWARD_COLUMNS, 0.0)
+    while not obs.done:
+        if getattr(driver, "needs_world", False):
+            driver.bind(episode.world)  # type: ignore[attr-defined]  # the oracle plans with the world
+        view = episode.observe(seat, aids=getattr(driver, "uses_aids", True))
+        conv.observe(obs)
+        content, calls = render_reply(driver.act(view), mode, f"call_{steps}")
+        conv.reply(content, calls)
+        parsed = parse_action(calls if calls else content)
+        if isinstance(parsed, FormatError):  # a rendering the parser cannot read is a bug here, not data
+            raise DataError(f"rendered action does not parse back ({parsed.code}): {parsed.message}")
+        obs = env.step(parsed)
+        total += obs.reward or 0.0
+        steps += 1
+        for c in REWARD_COLUMNS:
+            sums[c] += obs.reward_breakdown[c]
+    if mode == "tools":
+        conv.observe(obs)
+        conv.reply("")
+    return EpisodeRecord(messages=conv.transcript, task=task, split=split, seed=seed, policy=policy, mode=mode,
+                         episode_return=total, steps=steps,
+                         invalid_actions=episode.world.labs[seat].invalid_actions, columns=sums)
+
+
+@dataclass
+class SFTDataSpec:
+    """What to play and keep. ``seeds`` are world seeds of ``split``; every task plays every seed."""
+
+    policy: str = "rule_expert"
+    tasks: tuple[str, ...] = ("single_trade",)
+    split: str = "train"
+    seeds: tuple[int, ...] = tuple(range(100))
+    mode: str = "tools"
+    opponents: str | None = None  # None: each opponent seat plays its world's archetype
+    min_return: float | None = None  # keep episodes with at least this return
+    top_fraction: float | None = None  # keep the best fraction per task (after min_return)
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def validate(self) -> None:
+        from ..policies import make_policy
+
+        for t in self.tasks:
+            if t not in TASKS:
+                raise DataError(f"unknown task {t!r}; expected one of {', '.join(TASKS)}")
+        if not self.tasks:
+            raise DataError("no task given")
+        if self.split not in SPLITS:
+            raise DataError(f"unknown split {self.split!r}; expected one of {', '.join(SPLITS)}")
+        if self.mode not in MODES:
+            raise DataError(f"unknown mode {self.mode!r}; expected one of {', '.join(MODES)}")
+        if not self.seeds:
+            raise DataError("no seeds given")
+        if self.top_fraction is not None and not 0 < self.top_fraction <= 1:
+            raise DataError("top_fraction must be in (0, 1]")
+        if ":" in self.policy:  # a family name (llm:...) builds a model; data comes from scripted play
+            raise DataError(f"SFT data comes from scripted policies, not {self.policy!r}")
+        try:
+            make_policy(self.policy)
+        except ValueError as e:
+            raise DataError(str(e)) from None
+
+
+def select_records(records: Sequence[EpisodeRecord], min_return: float | None,
+                   top_fraction: float | None) -> list[EpisodeRecord]:
+    """The kept episodes, in the order played: ``return >= min_return``, then the best
+    ``ceil(top_fraction * n)`` per task (ties broken by seed)."""
+    kept = [r for r in records if min_return is None or r.episode_return >= min_return]
+    if top_fraction is not None:
+        chosen: set[tuple[str, int]] = set()
+        for task in dict.fromkeys(r.task for r in kept):
+            rs = sorted((r for r in kept if r.task == task), key=lambda r: (-r.episode_return, r.seed))
+            chosen |= {(r.task, r.seed) for r in rs[:math.ceil(top_fraction * len(rs))]}
+        kept = [r for r in kept if (r.task, r.seed) in chosen]
+    return kept
+
+
+def build_sft_records(spec: SFTDataSpec, progress: Any = None) -> tuple[list[EpisodeRecord], dict[str, Any]]:
+    """Play every task × seed with the policy; return the kept records and their provenance."""
+    from ..evaluation.store import git_commit, versions
+
+    spec.validate()
+    mode: Mode = "tools" if spec.mode == "tools" else "json"
+    started = time.perf_counter()
+    played: list[EpisodeRecord] = []
+    for task in spec.tasks:
+        for seed in spec.seeds:
+            played.append(play_episode_record(spec.policy, task, spec.split, seed, mode=mode,
+                                              opponents=spec.opponents))
+            if progress is not None:
+                progress(1)
+    kept = select_records(played, spec.min_return, spec.top_fraction)
+    if not kept:
+        raise DataError(f"the filter kept none of the {len(played)} episodes (min_return={spec.min_return}, "
+                        f"top_fraction={spec.top_fraction})")
+    provenance = {
+        "format": "gpu_arena.sft/1",
+        "policy": spec.policy, "tasks": list(spec.tasks), "split": spec.split, "seeds": list(spec.seeds),
+        "mode": spec.mode, "opponents": spec.opponents or "archetypes",
+        "filter": {"min_return": spec.min_return, "top_fraction": spec.top_fraction},
+        "episodes_played": len(played), "episodes_kept": len(kept),
+        "mean_return_played": _mean(r.episode_return for r in played),
+        "mean_return_kept": _mean(r.episode_return for r in kept),
+        "max_rounds": max(task_params(t, spec.split).rounds[1] for t in spec.tasks),
+        "git_commit": git_commit(), "created_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "versions": versions(), "duration_s": time.perf_counter() - started, **spec.extra,
+    }
+    return kept, provenance
+
+
+def _mean(values: Iterable[float]) -> float:
+    vs = list(values)
+    return sum(vs) / len(vs) if vs else float("nan")
+
+
+def save_sft_data(records: Sequence[EpisodeRecord], provenance: dict[str, Any], out_dir: str | Path) -> dict[str, Path]:
+    """Write ``out_dir/dataset`` (``datasets`` ``save_to_disk``), ``out_dir/sft.jsonl`` (one record a
+    line) and ``out_dir/provenance.json``; the provenance is also the dataset's description."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    rows = [r.to_json() for r in records]
+    with open(out / JSONL_NAME, "w") as f:
+        for row in rows:
+            f.write(json.dumps(row, separators=(",", ":")) + "\n")
+    (out / PROVENANCE_NAME).write_text(json.dumps(provenance, indent=2))
+    ds = records_to_dataset(rows, provenance)
+    ds.save_to_disk(str(out / DATASET_DIR))
+    return {"dataset": out / DATASET_DIR, "jsonl": out / JSONL_NAME, "provenance": out / PROVENANCE_NAME}
+
+
+def records_to_dataset(rows: Sequence[dict[str, Any]], provenance: dict[str, Any] | None = None) -> Any:
+    """A ``datasets.Dataset`` of chat records. Messages and tools are stored as JSON (the ``Json``
+    feature): Arrow structs would merge the argument keys of every tool call into every other one
+    and fill them with nulls, which the chat template would then print."""
+    from datasets import Dataset, DatasetInfo, Features, Json, List, Value
+
+    feats: dict[str, Any] = {
+        "messages": List(Json()), "task": Value("string"), "split": Value("string"), "seed": Value("int64"),
+        "policy": Value("string"), "mode": Value("string"), "episode_return": Value("float64"),
+        "steps": Value("int64"), "invalid_actions": Value("int64"), "columns": Json(),
+    }
+    has_tools = any("tools" in r for r in rows)
+    if has_tools:
+        feats["tools"] = List(Json())
+    columns: dict[str, list[Any]] = {k: [r.get(k) for r in rows] for k in feats}
+    features = Features(feats)
+    info = DatasetInfo(description=json.dumps(provenance or {}), features=features)
+    return Dataset.from_dict(columns, features=features, info=info)
+
+
+def load_sft_data(path: str | Path) -> tuple[Any, dict[str, Any]]:
+    """Load SFT data written by :func:`save_sft_data` (its directory, its ``dataset`` directory or
+    its JSONL file); return ``(dataset, provenance)``."""
+    from datasets import load_from_disk
+
+    p = Path(path)
+    if not p.exists():
+        raise DataError(f"{p}: no such file or directory")
+    if p.is_dir() and (p / DATASET_DIR).is_dir():
+        p = p / DATASET_DIR
+    if p.is_dir():
+        try:
+            ds = load_from_disk(str(p))
+        except (FileNotFoundError, ValueError) as e:
+            raise DataError(f"{p}: not a saved dataset ({e})") from None
+        try:
+            provenance = json.loads(ds.info.description or "{}")
+        except ValueError:
+            provenance = {}
+        return ds, provenance
+    rows = []
+    with open(p) as f:
+        for i, line in enumerate(f, 1):
+            if line.strip():
+                try:
+                    rows.append(json.loads(line))
+                except ValueError as e:
+                    raise DataError(f"{p}:{i}: not JSON ({e})") from None
+    if not rows or "messages" not in rows[0]:
+        raise DataError(f"{p}: no chat records (expected JSON lines with 'messages')")
+    prov_file = p.parent / PROVENANCE_NAME
+    provenance = json.loads(prov_file.read_text()) if prov_file.exists() else {}
+    return records_to_dataset(rows, provenance), provenance
+
+
+def chat_texts(dataset: Any, limit: int | None = None) -> list[str]:
+    """Raw message contents (and tool-call JSON) of a dataset's chats, for training a tokenizer."""
+    out: list[str] = []
+    for i, row in enumerate(dataset):
+        if limit is not None and i >= limit:
+            break
+        for m in row["messages"]:
+            out.append(str(m.get("content") or ""))
+            for call in m.get("tool_calls") or []:
+                out.append(json.dumps(call.get("function", {})))
+    return out
+
+
+__all__ = ["DataError", "EpisodeRecord", "SFTDataSpec", "action_arguments", "build_sft_records", "chat_texts",
+           "load_sft_data", "play_episode_record", "records_to_dataset", "render_reply", "save_sft_data",
+           "select_records"]

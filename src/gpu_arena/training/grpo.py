@@ -1,0 +1,159 @@
+"""Multi-turn GRPO against the live environment with TRL's ``GRPOTrainer`` and ``environment_factory``.
+
+Each dataset row names a world (``task``, ``split``, ``seed``); TRL repeats a row
+``num_generations`` times, so a group is that many whole episodes of the same world, opponents and
+shocks, and the advantage of a rollout is its episode return against its group's. The prompt is
+the agents' system prompt in tools mode with the first turn appended by
+:meth:`ArenaToolEnv.reset`; the model sees the tool schemas of :func:`gpu_arena.llm.action_tools`
+(the trainer's tool list is replaced by them: TRL would otherwise describe the tools from the
+environment's Python signatures, which is not what the agents are shown); every tool call plays
+one round (see :mod:`gpu_arena.training.arena_env`).
+
+Rewards: the environment's ``get_reward`` (weight 1, the episode return) and, with weight 0 so they
+are only logged, one function per reward column and ``valid_action_rate``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, replace
+from typing import Any
+
+from ..core.tasks import task_params
+from ..core.types import SPLITS, TASKS
+from ..llm.prompts import system_prompt
+from ..llm.tools import action_tools
+from .arena_env import ArenaToolEnv, reward_functions
+from .common import MetricsCallback, check_output_dir, describe_model, logged_run, starting_model, use_cpu
+from .presets import PresetError, get_preset, save_checkpoint
+from .runlog import RunLog
+
+
+@dataclass
+class GRPORun:
+    """One GRPO run. ``None`` fields take the preset's value. ``model`` is the checkpoint to start
+    from (typically the SFT output); ``None`` only for the smollm2 preset (its GGUF)."""
+
+    output_dir: str
+    model: str | None = None
+    preset: str = "tiny"
+    tasks: tuple[str, ...] = ("single_trade",)
+    split: str = "train"
+    seeds: tuple[int, ...] = tuple(range(1000, 1200))
+    env_url: str | None = None
+    opponents: str | None = None
+    max_steps: int | None = None
+    num_generations: int | None = None
+    prompts_per_step: int | None = None
+    learning_rate: float | None = None
+    temperature: float | None = None
+    max_completion_length: int | None = None
+    max_turn_tokens: int = 128  # tokens the model may generate per turn (an action needs far fewer)
+    beta: float | None = None
+    lora: bool | None = None
+    seed: int = 0
+    db: str | None = None
+    overwrite: bool = False
+
+    def resolved(self) -> GRPORun:
+        d = get_preset(self.preset).grpo
+        pick = (lambda v, default: default if v is None else v)  # noqa: E731
+        return replace(self, max_steps=pick(self.max_steps, d.max_steps),
+                       num_generations=pick(self.num_generations, d.num_generations),
+                       prompts_per_step=pick(self.prompts_per_step, d.prompts_per_step),
+                       learning_rate=pick(self.learning_rate, d.learning_rate),
+                       temperature=pick(self.temperature, d.temperature),
+                       max_completion_length=pick(self.max_completion_length, d.max_completion_length),
+                       beta=pick(self.beta, d.beta), lora=pick(self.lora, d.lora))
+
+    def validate(self) -> None:
+        for t in self.tasks:
+            if t not in TASKS:
+                raise PresetError(f"unknown task {t!r}; expected one of {', '.join(TASKS)}")
+        if self.split not in SPLITS:
+            raise PresetError(f"unknown split {self.split!r}; expected one of {', '.join(SPLITS)}")
+        if not self.seeds:
+            raise PresetError("no seeds given")
+        if self.model is None and get_preset(self.preset).model is not None:
+            raise PresetError(f"GRPO with preset {self.preset} starts from a checkpoint: pass --model (the SFT output)")
+        if (self.num_generations or 2) < 2:
+            raise PresetError("num_generations must be at least 2 (GRPO compares rollouts within a group)")
+
+
+def prompt_rows(tasks: tuple[str, ...], split: str, seeds: tuple[int, ...]) -> list[dict[str, Any]]:
+    """The GRPO dataset: one row per world. The prompt is the system prompt and an empty user turn
+    that ``reset`` fills with the first observation."""
+    prompt = [{"role": "system", "content": system_prompt("tools")}, {"role": "user", "content": ""}]
+    return [{"prompt": prompt, "task": t, "split": split, "seed": int(s)} for t in tasks for s in seeds]
+
+
+def build_trainer(run: GRPORun, model: Any, tokenizer: Any, callbacks: list[Any] | None = None) -> Any:
+    """The configured ``GRPOTrainer`` (not yet trained) for an already resolved run."""
+    from datasets import Dataset
+    from trl import GRPOConfig, GRPOTrainer
+
+    g = int(run.num_generations or 2)
+    per_step = int(run.prompts_per_step or 1)
+    max_rounds = max(task_params(t, run.split).rounds[1] for t in run.tasks)
+    funcs: list[Any] = reward_functions()
+    args = GRPOConfig(
+        output_dir=f"{run.output_dir}/trainer", max_steps=int(run.max_steps or 1), per_device_train_batch_size=g,
+        gradient_accumulation_steps=per_step, num_generations=g, learning_rate=float(run.learning_rate or 1e-5),
+        lr_scheduler_type="constant", warmup_steps=0, temperature=float(run.temperature or 1.0),
+        max_completion_length=int(run.max_completion_length or 1024), beta=float(run.beta or 0.0),
+        # one turn's cap (the whole rollout's is max_completion_length): a model that babbles instead
+        # of calling a tool loses that round, as an agent with max_tokens would
+        generation_kwargs={"max_new_tokens": int(run.max_turn_tokens)},
+        # a rollout is at most one call per round plus the answer after the end; two spare calls
+        # absorb calls to unknown tool names, which TRL answers without playing a round
+        max_tool_calling_iterations=max_rounds + 2,
+        reward_weights=[0.0] * len(funcs), logging_steps=1, save_strategy="no", report_to="none", seed=run.seed,
+        data_seed=run.seed, use_cpu=use_cpu(), bf16=False, fp16=False, dataloader_num_workers=0,
+        disable_tqdm=True, log_completions=False, shuffle_dataset=True,
+    )
+    dataset = Dataset.from_list(prompt_rows(run.tasks, run.split, run.seeds))
+    peft_config = None
+    if run.lora:
+        from peft import LoraConfig
+
+        peft_config = LoraConfig(r=16, lora_alpha=32, lora_dropout=0.0, target_modules="all-linear",
+                                 task_type="CAUSAL_LM")
+    env_url, opponents = run.env_url, run.opponents
+    trainer = GRPOTrainer(model=model, reward_funcs=funcs, args=args, train_dataset=dataset,
+                          processing_class=tokenizer, peft_config=peft_config, callbacks=callbacks,
+                          environment_factory=lambda: ArenaToolEnv(env_url=env_url, opponents=opponents))
+    # Show the model the agents' tool schemas (gpu_arena.llm.action_tools), not the ones TRL would
+    # derive from ArenaToolEnv's Python signatures; calls still dispatch to the methods by name.
+    tools_by_env = getattr(trainer, "_env_tools", None)
+    if not isinstance(tools_by_env, dict) or set(tools_by_env) != {None}:
+        raise RuntimeError("this TRL version keeps environment tools differently; gpu_arena.training needs TRL 1.16")
+    tools_by_env[None] = action_tools()
+    return trainer
+
+
+def run_grpo(run: GRPORun) -> dict[str, Any]:
+    """Train with GRPO; write the checkpoint to ``run.output_dir``; log to the store and JSONL."""
+    run = run.resolved()
+    run.validate()
+    preset = get_preset(run.preset)
+    out = check_output_dir(run.output_dir, run.overwrite)
+    start = starting_model(preset, run.model, None, run.seed)
+    config = {"run": asdict(run), "preset": preset.to_dict(), "model_source": start.source,
+              "model": describe_model(start.model)}
+    runlog = RunLog(kind="grpo", config=config, output_dir=out, preset=run.preset, model=start.source, db=run.db)
+    callback = MetricsCallback(runlog, episodes_per_step=int(run.num_generations or 2) * int(run.prompts_per_step or 1))
+    def train() -> dict[str, Any]:
+        trainer = build_trainer(run, start.model, start.tokenizer, [callback])
+        result = trainer.train()
+        model: Any = trainer.model
+        if run.lora:
+            model = model.merge_and_unload()
+        summary = {"train_loss": result.training_loss, "steps": result.global_step, "final": callback.last,
+                   "model": describe_model(model)}
+        save_checkpoint(model, start.tokenizer, out, meta={"kind": "grpo", "run_id": runlog.run_id, **config,
+                                                           "summary": summary})
+        return summary
+
+    return logged_run(runlog, train)
+
+
+__all__ = ["GRPORun", "build_trainer", "prompt_rows", "run_grpo"]

