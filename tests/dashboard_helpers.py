@@ -24,3 +24,27 @@ def store_eval_run(db: Path, split: str = "holdout", *, keep_replays: bool = Fal
                         duration_s=1.0)
     finally:
         con.close()
+
+
+def store_training_run(db: Path, kind: str = "grpo", steps: int = 4) -> int:
+    """A training run logged through the run log's writer API (the one the trainers use), with the
+    metric names the Training section charts. The values are a test's, not a trainer's: what the
+    dashboard tests check is that the page draws exactly what the API returns."""
+    from gpu_arena.core.types import REWARD_COLUMNS
+    from gpu_arena.training.runlog import connect as connect_runs
+    from gpu_arena.training.runlog import finish_run, log_metrics, start_run
+
+    con = connect_runs(db)
+    try:
+        run = start_run(con, kind=kind, config={"preset": "tiny", "task": "single_trade"}, preset="tiny",
+                        model="tiny-llama", output_dir="runs/test")
+        for step in range(1, steps + 1):
+            metrics = {"loss": 2.0 / step, "reward": -0.05 + 0.01 * step, "reward_std": 0.02,
+                       "arena/valid_action_rate": 0.5 + 0.1 * step, "arena/format_error_rate": 0.1 / step,
+                       "tokens_per_s": 100.0 * step}
+            metrics.update({f"rewards/{c}/mean": 0.001 * step * (i + 1) for i, c in enumerate(REWARD_COLUMNS)})
+            log_metrics(con, run, step, float(step), metrics)
+        finish_run(con, run, status="finished", duration_s=float(steps), summary={"steps": steps})
+        return run
+    finally:
+        con.close()

@@ -18,7 +18,7 @@ import httpx
 import pytest
 from fastapi.testclient import TestClient
 
-from dashboard_helpers import store_eval_run
+from dashboard_helpers import store_eval_run, store_training_run
 from gpu_arena.core.types import ACTION_TYPES, REWARD_COLUMNS, TASKS
 from gpu_arena.evaluation.replay import replay_episode
 from gpu_arena.evaluation.store import connect, load_run
@@ -390,17 +390,28 @@ def test_api_examples_run_against_the_server(tmp_path: Path) -> None:
             assert json.loads(made.stdout)["observation"]["task"] == "single_trade"
 
 
-def test_training_is_a_placeholder_that_never_denies_stored_runs(client: TestClient, tmp_path: Path) -> None:
+def test_training_lists_stored_runs_and_serves_their_curves(client: TestClient, tmp_path: Path) -> None:
     training = client.get("/api/overview").json()["training"]
-    assert (training["wired"], training["runs_in_store"], training["message"]) == (False, 0, "no training runs in the store")
+    assert (training["runs_in_store"], training["message"]) == (0, "no training runs in the store")
+    assert training["latest"] == {"sft": None, "grpo": None}
     assert f"gpu-arena data sft --output {tmp_path / 'sft'}" in training["commands"]
-    con = connect(tmp_path / "arena.db")
-    with con:
-        con.execute("CREATE TABLE IF NOT EXISTS training_runs (id INTEGER PRIMARY KEY, kind TEXT)")
-        con.executemany("INSERT INTO training_runs (kind) VALUES (?)", [("sft",), ("grpo",)])
-    con.close()
+    assert client.get("/api/training/runs").json()["runs"] == []
+    missing = client.get("/api/training/runs/1")
+    assert missing.status_code == 404 and missing.json()["error"]["code"] == "training_run_not_found"
+    sft = store_training_run(tmp_path / "arena.db", "sft", steps=3)
+    grpo = store_training_run(tmp_path / "arena.db", "grpo", steps=5)
     training = client.get("/api/overview").json()["training"]
-    assert training["runs_in_store"] == 2 and training["message"].startswith("2 training runs in the store")
+    assert training["runs_in_store"] == 2 and training["message"] == "2 training runs in the store"
+    assert training["latest"]["grpo"]["id"] == grpo and training["latest"]["sft"]["id"] == sft
+    runs = client.get("/api/training/runs").json()["runs"]
+    assert [r["id"] for r in runs] == [grpo, sft] and runs[0]["n_logs"] == 5 and runs[0]["last_step"] == 5
+    assert [r["id"] for r in client.get("/api/training/runs?kind=sft").json()["runs"]] == [sft]
+    assert client.get("/api/training/runs?kind=ppo").status_code == 422
+    run = client.get(f"/api/training/runs/{grpo}").json()
+    assert run["series"]["reward"]["step"] == [1, 2, 3, 4, 5]
+    assert run["series"]["reward"]["value"] == pytest.approx([-0.04, -0.03, -0.02, -0.01, 0.0])
+    assert all(f"rewards/{c}/mean" in run["series"] for c in REWARD_COLUMNS)
+    assert client.get("/api/training/runs/abc").status_code == 422
 
 
 def test_play_offers_any_registered_policy_as_opponent(client: TestClient, monkeypatch: pytest.MonkeyPatch) -> None:

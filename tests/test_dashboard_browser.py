@@ -16,7 +16,7 @@ from typing import Any
 import httpx
 import pytest
 
-from dashboard_helpers import store_eval_run
+from dashboard_helpers import store_eval_run, store_training_run
 from server_helpers import running_server, settings_for
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
@@ -29,6 +29,7 @@ TIMEOUT_MS = 30_000
 def base_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     tmp = tmp_path_factory.mktemp("dash")
     store_eval_run(tmp / "arena.db", "holdout", keep_replays=True)
+    store_training_run(tmp / "arena.db", "grpo", steps=4)
     with running_server(settings_for(tmp)) as url:
         yield url
 
@@ -343,7 +344,7 @@ def test_reference_and_training_come_from_the_api(page: Any, base_url: str) -> N
     assert page.get_attribute("#ref-docs-link", "href") == "/docs"
     training = _api(base_url, "/api/overview")["training"]
     assert training["message"] in page.inner_text("#training-status")
-    assert page.locator("#training-commands code").all_inner_texts() == training["commands"]
+    assert page.locator("#training-commands code").all_text_contents() == training["commands"]
     shot(page, "reference")
     assert page.problems == []
 
@@ -421,4 +422,26 @@ def test_new_sections_fit_a_phone(page: Any, base_url: str) -> None:
     assert overflow <= 0
     shot(page, "phone-sections")
     assert page.evaluate(LOW_CONTRAST) == []
+    assert page.problems == []
+
+
+def test_training_curves_are_the_stored_run(page: Any, base_url: str) -> None:
+    runs = _api(base_url, "/api/training/runs")["runs"]
+    assert len(runs) == 1
+    page.wait_for_selector(f"#training-run[data-run-id='{runs[0]['id']}']")
+    run = _api(base_url, f"/api/training/runs/{runs[0]['id']}")
+    assert page.locator("#training-table tbody tr").count() == 1
+    latest = _api(base_url, "/api/overview")["training"]["latest"]["grpo"]
+    assert f"#{latest['id']} tiny finished, {latest['n_logs']} logs" in page.inner_text("#glance-training-stats")
+    assert f"{run['n_logs']} logs to step {run['last_step']}" in page.inner_text("#training-run-summary")
+    reward = page.locator("figure[data-chart='Episode return (GRPO reward)'] g[data-series='reward'] circle")
+    assert reward.count() == len(run["series"]["reward"]["value"])
+    titles = reward.locator("title").all_text_contents()
+    assert [float(t.rsplit(": ", 1)[1]) for t in titles] == run["series"]["reward"]["value"]
+    caption = page.inner_text("figure[data-chart='Episode return (GRPO reward)'] figcaption")
+    assert f"reward {run['series']['reward']['value'][-1]:.4f}" in caption
+    # every reward column has its curve
+    assert page.locator("#training-charts g[data-series]").count() >= 11
+    page.locator("#training").scroll_into_view_if_needed()
+    shot(page, "training")
     assert page.problems == []

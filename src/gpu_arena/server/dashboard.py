@@ -25,8 +25,10 @@ from ..core.rules import AWARD_RULES
 from ..core.types import ACTION_TYPES, COMPONENT_COLUMNS, PENALTY_COLUMNS, REWARD_COLUMNS, SPLITS, TASKS
 from ..evaluation.store import db_path, latest_run, latest_run_for_split
 from ..policies import ARCHETYPES, BASELINES, policy_names
+from ..training.runlog import METRIC_KEYS, list_training_runs, load_training_run
 from .autoeval import AutoEval
 from .environment import DEFAULT_OPPONENTS, task_spec
+from .errors import TrainingRunNotFound, responses
 from .settings import ServerSettings
 
 ASSETS_URL = "/assets"
@@ -111,6 +113,15 @@ def training_commands() -> tuple[str, ...]:
     return tuple(out or ["gpu-arena data sft"])
 
 
+# what the Training section lists of a run (its config and versions come with the run itself)
+_BRIEF_KEYS = ("id", "kind", "status", "created_at", "finished_at", "git_commit", "preset", "model", "duration_s",
+               "n_logs", "last_step", "summary")
+
+
+def _run_brief(run: dict[str, Any]) -> dict[str, Any]:
+    return {k: run.get(k) for k in _BRIEF_KEYS}
+
+
 def build_dashboard_router(settings: ServerSettings, auto_eval: AutoEval | None = None) -> APIRouter:
     router = APIRouter(prefix="/api", tags=["Dashboard"])
 
@@ -140,24 +151,42 @@ def build_dashboard_router(settings: ServerSettings, auto_eval: AutoEval | None 
             "judge_modes": list(AWARD_RULES),
             "latest_eval": run_summary(load(None)),
             "auto_eval": auto_eval.status() if auto_eval is not None else None,
-            "training": training_placeholder(),
+            "training": training_overview(),
         }
 
-    def training_placeholder() -> dict[str, Any]:
-        # a placeholder until the training store is served (the coordinator wires it): it only
-        # counts the runs, so that it never says "none" about a store that has some
-        count = 0
+    def read_training(fn: Any, *args: Any, **kwargs: Any) -> Any:
         con = open_store_read_only(settings)
-        if con is not None:
-            try:
-                with closing(con):
-                    count = int(con.execute("SELECT count(*) FROM training_runs").fetchone()[0])
-            except sqlite3.OperationalError:  # no training table yet: no run
-                count = 0
-        message = ("no training runs in the store" if not count else
-                   f"{count} training run{'s' if count > 1 else ''} in the store; this section does not show them yet")
+        if con is None:
+            return None
+        try:
+            with closing(con):
+                return fn(con, *args, **kwargs)
+        except sqlite3.OperationalError:  # a store from before the training tables: no run
+            return None
+
+    def training_overview() -> dict[str, Any]:
+        runs = read_training(list_training_runs) or []
+        message = ("no training runs in the store" if not runs else
+                   f"{len(runs)} training run{'s' if len(runs) > 1 else ''} in the store")
         commands = [sft_command(settings) if c == "gpu-arena data sft" else c for c in training_commands()]
-        return {"wired": False, "runs_in_store": count, "message": message, "commands": commands}
+        latest = {kind: next((_run_brief(r) for r in runs if r["kind"] == kind), None) for kind in ("sft", "grpo")}
+        return {"wired": True, "runs_in_store": len(runs), "message": message, "commands": commands,
+                "latest": latest}
+
+    @router.get("/training/runs", summary="Training runs in the store, newest first (SFT and GRPO)")
+    async def training_runs(kind: Literal["sft", "grpo"] | None = Query(None),
+                            limit: int = Query(50, ge=1, le=500)) -> dict[str, Any]:
+        runs = read_training(list_training_runs, kind=kind, limit=limit) or []
+        return {"runs": [_run_brief(r) for r in runs], "metric_keys": METRIC_KEYS,
+                "commands": training_overview()["commands"]}
+
+    @router.get("/training/runs/{run_id}", summary="One training run: config, summary and every logged metric series",
+                responses=responses(404))
+    async def training_run(run_id: int) -> dict[str, Any]:
+        run = read_training(load_training_run, run_id)
+        if run is None:
+            raise TrainingRunNotFound(f"no training run {run_id} in the store")
+        return run  # type: ignore[no-any-return]
 
     @router.get("/auto-eval", summary="The first-run background evaluation: off, skipped, running, done or failed")
     async def auto_eval_status() -> dict[str, Any]:

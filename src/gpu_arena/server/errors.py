@@ -80,6 +80,11 @@ class ReplayMismatch(ArenaRequestError):
     code = "replay_mismatch"
 
 
+class TrainingRunNotFound(ArenaRequestError):
+    status = 404
+    code = "training_run_not_found"
+
+
 class InvalidForkStep(ArenaRequestError):
     status = 422
     code = "invalid_fork_step"

@@ -121,3 +121,43 @@ export function whiskerChart(rows, title) {
   }
   return root;
 }
+
+// Lines over logged steps (x = the step numbers as logged), one per series, with a legend.
+// series: [{ name, step: [..], value: [..] }]. Used by Training for loss, reward and rates.
+export function seriesChart(series, title) {
+  const width = 560, left = 56, right = 12, top = 10, bottom = 26, legendH = 16 * series.length;
+  const height = 200 + legendH;
+  const plotBottom = height - bottom - legendH;
+  const root = svg(width, height, title);
+  const xs = series.flatMap((q) => q.step), ys = series.flatMap((q) => q.value);
+  let x0 = Math.min(...xs), x1 = Math.max(...xs);
+  if (x1 - x0 < 1e-9) { x0 -= 1; x1 += 1; }
+  let lo = Math.min(...ys), hi = Math.max(...ys);
+  if (hi - lo < 1e-9) { lo -= Math.abs(lo) * 0.05 + 1e-3; hi += Math.abs(hi) * 0.05 + 1e-3; }
+  const pad = (hi - lo) * 0.05;
+  lo -= pad; hi += pad;
+  const x = (v) => left + ((v - x0) / (x1 - x0)) * (width - left - right);
+  const y = (v) => top + (1 - (v - lo) / (hi - lo)) * (plotBottom - top);
+  for (const t of ticks(lo, hi)) {
+    root.append(s("line", { class: "grid-line", x1: left, x2: width - right, y1: y(t), y2: y(t) }));
+    root.append(s("text", { x: left - 4, y: y(t) + 4, "text-anchor": "end" }, tickLabel(t, lo, hi)));
+  }
+  for (const t of ticks(x0, x1)) {
+    root.append(s("text", { x: x(t), y: plotBottom + 16, "text-anchor": "middle" }, String(Math.round(t))));
+  }
+  series.forEach((q, k) => {
+    const cls = `line series-${k % 4}`;
+    const g = s("g", { "data-series": q.name });
+    g.append(s("polyline", { class: cls, points: q.step.map((st, i) => `${x(st)},${y(q.value[i])}`).join(" ") }));
+    q.step.forEach((st, i) => {
+      const dot = s("circle", { class: `mean series-${k % 4}`, cx: x(st), cy: y(q.value[i]), r: 2.5 });
+      dot.append(s("title", {}, `${q.name} at step ${st}: ${q.value[i]}`));
+      g.append(dot);
+    });
+    root.append(g);
+    const ly = plotBottom + 30 + 16 * k;
+    root.append(s("line", { class: cls, x1: left, x2: left + 18, y1: ly - 4, y2: ly - 4 }));
+    root.append(s("text", { x: left + 24, y: ly }, q.name));
+  });
+  return root;
+}

@@ -35,6 +35,17 @@ export function renderGlance(ov) {
       stat("split", ev.splits.join(", ")), stat("episodes", ev.episodes), stat("duration", `${fmt(ev.duration_s, 1)} s`),
       stat("tasks", ev.tasks.join(", ")), stat("policies", ev.policies.join(", "))));
   }
+
+  // the newest SFT and GRPO runs of the store (GET /api/overview → training.latest); their curves are in Training
+  const tr = ov.training;
+  const tbox = clear($("#glance-training"));
+  const latest = ["sft", "grpo"].map((k) => tr.latest && tr.latest[k]).filter(Boolean);
+  if (!latest.length) {
+    tbox.append(h("p", { id: "glance-no-training", text: "No training run in the store yet; see Training for the commands." }));
+  } else {
+    tbox.append(h("dl", { class: "stats", id: "glance-training-stats" }, ...latest.map((r) =>
+      stat(`${r.kind} run`, `#${r.id} ${r.preset ?? ""} ${r.status}, ${r.n_logs} logs${r.duration_s == null ? "" : `, ${fmt(r.duration_s, 1)} s`}`))));
+  }
 }
 
 function stat(k, v) {
