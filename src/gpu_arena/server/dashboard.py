@@ -186,7 +186,7 @@ def build_dashboard_router(settings: ServerSettings, auto_eval: AutoEval | None 
         run = read_training(load_training_run, run_id)
         if run is None:
             raise TrainingRunNotFound(f"no training run {run_id} in the store")
-        return run  # type: ignore[no-any-return]
+        return run
 
     @router.get("/auto-eval", summary="The first-run background evaluation: off, skipped, running, done or failed")
     async def auto_eval_status() -> dict[str, Any]:
