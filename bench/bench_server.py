@@ -136,7 +136,8 @@ def free_port() -> int:
 
 
 def start_server(port: int, db: str) -> subprocess.Popen[bytes]:
-    env = {**os.environ, "GPU_ARENA_DB": db, "GPU_ARENA_MAX_SESSIONS": "64"}
+    # no first-run evaluation: it would compete with the server for the CPU being measured
+    env = {**os.environ, "GPU_ARENA_DB": db, "GPU_ARENA_MAX_SESSIONS": "64", "GPU_ARENA_AUTO_EVAL": "0"}
     proc = subprocess.Popen([sys.executable, "-m", "gpu_arena.cli", "serve", "--port", str(port),
                              "--log-level", "warning"], env=env, stdout=subprocess.DEVNULL)
     deadline = time.monotonic() + 60
