@@ -578,6 +578,31 @@ def test_a_move_overtaken_in_the_same_round_is_a_conflict_not_a_mistake():
     assert ep.last_results["lab_0"].code == "block_not_tradeable" and w.labs["lab_0"].invalid_actions == 1
 
 
+def test_taking_an_offer_whose_sender_spent_the_money_earlier_in_the_round_is_a_conflict():
+    from gpu_arena.core.types import Offer
+
+    def world(seed: int) -> World:
+        w = make_world([block("b_1_0", "lab_1", start=3, energy=2.0), block("b_0_0", "lab_0", start=4)],
+                       [job("j_1_0", "lab_1")], seed=seed, budget=20.0)
+        # lab_1 offered 10 for b_0_0 when it still had its 20
+        w.offers["o_1"] = Offer("o_1", "lab_1", "lab_0", (), ("b_0_0",), 10.0, created_round=0, expires_round=3)
+        return w
+
+    # lab_1's allocation costs 16 of its 20 in energy; lab_0 takes lab_1's offer in the same round
+    seen = _first_round_orders(world, {
+        "lab_1": act("allocate_to_job", job_id="j_1_0", block_ids=["b_1_0"]),
+        "lab_0": act("accept_offer", offer_id="o_1")})
+    w, ep, report = seen[True]
+    assert report.results["lab_0"].code == "offer_stale"
+    assert w.labs["lab_0"].invalid_actions == 0 and ep.last_rewards["lab_0"]["invalid_action_penalty"] == 0
+    assert w.blocks["b_0_0"].owner == "lab_0"  # nothing was half-applied
+    # taking it again, with no move in between, is a mistake
+    ep.step({"lab_0": act("accept_offer", offer_id="o_1")})
+    assert ep.last_results["lab_0"].code == "offer_stale" and w.labs["lab_0"].invalid_actions == 1
+    w, ep, report = seen[False]
+    assert report.results["lab_0"].ok and w.blocks["b_0_0"].owner == "lab_1"
+
+
 def test_asking_for_money_spent_earlier_in_the_round_is_a_conflict():
     def world(seed: int) -> World:
         return make_world([block("b_1_0", "lab_1", start=3, energy=2.0), block("b_0_0", "lab_0", start=4)],

@@ -57,6 +57,7 @@ PENALTY_BOUND = PENALTY_INVALID + SPAM_CAP + BREACH_CAP
 assert PENALTY_BOUND <= 0.1
 
 WAIT = Action("wait")
+_LEDGER_COLUMNS = (*COMPONENT_COLUMNS, *PENALTY_COLUMNS)
 # errors another seat's earlier move in the same round can cause (the block sold, the offer taken)
 CONFLICT_CODES = frozenset({
     "block_not_owned", "block_not_tradeable", "block_reserved", "block_committed", "block_used",
@@ -104,6 +105,9 @@ def referenced_ids(world: World, lab_id: str, action: Action) -> set[str]:
             payer = offer.sender if offer.target == lab_id else offer.target
         if isinstance(payer, str):
             ids.add(budget_token(payer))
+    if action.action_type == "accept_offer" and offer is not None and offer.payment > 0:
+        # taking an offer reaches the sender's budget too: an earlier move this round may have spent it
+        ids.add(budget_token(offer.sender))
     return ids
 
 
@@ -244,7 +248,7 @@ class Episode:
         w = self.world
         if w.done:
             raise EpisodeOver("the episode is over; call reset for a new one")
-        self._ledger = {lid: dict.fromkeys((*COMPONENT_COLUMNS, *PENALTY_COLUMNS), 0.0) for lid in w.labs}
+        self._ledger = {lid: dict.fromkeys(_LEDGER_COLUMNS, 0.0) for lid in w.labs}
         order = list(w.labs)
         w.rng.shuffle(order)
         results: dict[str, ActionResult] = {}

@@ -13,7 +13,6 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import lru_cache
-from operator import getitem
 
 import numpy as np
 
@@ -38,72 +37,116 @@ def block_fits(block: Block, job: Job) -> bool:
     return block.end_round <= job.deadline_round and block.reliability >= job.min_reliability
 
 
-Frontier = dict[tuple[int, ...], float]
-Parents = list[dict[tuple[int, ...], tuple[tuple[int, ...], int]]]
+# DP states are the capped valid hours per job, packed into one int (mixed radix: job k's hours
+# times the product of (cap + 1) of the jobs before it): cheaper to build and hash than tuples
+Frontier = dict[int, float]  # state -> minus the least energy that reaches it
+Parents = tuple[dict[int, tuple[int, int]], ...]  # per block: state -> (previous state, job or -1)
 
 
-def _dp(blocks: tuple[BlockKey, ...], jobs: tuple[JobKey, ...]) -> tuple[Frontier, Parents]:
+def _radix(jobs: tuple[JobKey, ...]) -> tuple[tuple[int, int], ...]:
+    """(multiplier, radix) of each job's digit in a packed state."""
+    out = []
+    mult = 1
+    for j in jobs:
+        radix = max(j[0], 0) + 1
+        out.append((mult, radix))
+        mult *= radix
+    return tuple(out)
+
+
+def _dp(blocks: tuple[BlockKey, ...], jobs: tuple[JobKey, ...],
+        radix: tuple[tuple[int, int], ...]) -> tuple[Frontier, Parents]:
     """Dynamic program over blocks. State: capped valid hours per job; kept: least energy to reach it.
 
     Keeping only the least energy per state is exact both for the objective (value depends on the
-    state alone) and for the budget constraint on energy applied at the end.
+    state alone) and for the budget constraint on energy applied at the end. Its result is kept
+    by :func:`_frontier`, per (blocks, jobs). ``radix``: ``_radix(jobs)``.
     """
-    caps = tuple(j[0] for j in jobs)
-    start = tuple(min(j[1], j[0]) for j in jobs)
-    frontier: Frontier = {start: 0.0}
-    parents: Parents = []
+    frontier: Frontier = {sum(min(j[1], j[0]) * m for j, (m, _r) in zip(jobs, radix, strict=True)): 0.0}
+    parents = []
     for hours, end, rel, energy in blocks:
         options = [
-            k for k, (req, _f, deadline, min_rel, value, _pc) in enumerate(jobs)
+            (k, mult, r, req)
+            for k, ((req, _f, deadline, min_rel, value, _pc), (mult, r)) in enumerate(zip(jobs, radix, strict=True))
             if end <= deadline and rel >= min_rel and value > 0 and req > 0
         ]
         nxt = dict(frontier)
         par = {s: (s, -1) for s in frontier}
         for state, neg_e in frontier.items():
-            for k in options:
-                h = state[k]
-                if h >= caps[k]:
+            ne = neg_e - energy
+            for k, mult, r, cap in options:
+                h = state // mult % r
+                if h >= cap:
                     continue
-                ns = (*state[:k], min(h + hours, caps[k]), *state[k + 1:])
-                ne = neg_e - energy
+                nh = h + hours
+                ns = state + ((cap if nh > cap else nh) - h) * mult  # capped: hours past the need never count
                 if ns not in nxt or ne > nxt[ns] + 1e-12:
                     nxt[ns] = ne
                     par[ns] = (state, k)
         frontier = nxt
         parents.append(par)
-    return frontier, parents
+    return frontier, tuple(parents)
 
 
 INF = float("inf")
+# up to this many (state, job) pairs a frontier's values are summed state by state, past it job by job
+_SMALL_FRONTIER = 48
 
 
 class _Frontier:
     """The solved DP of one (blocks, jobs) pair, with everything priced off it memoised.
 
-    Built once per pair (see :func:`_frontier`). ``states``/``neg_e`` are the frontier in its own
-    order; ``vals`` holds each state's per-job values and ``base`` their sums, computed by the same
-    scalar code and summation order as :func:`_with_extra`, so that every price read off them is
-    bit-identical to a direct evaluation. ``max_energy`` is the largest energy of any state: a
-    budget at least that large constrains no plan, so results for such budgets are memoised
-    under an infinite budget and shared by every lab state that differs only in its money.
+    Built once per pair (see :func:`_frontier`). ``codes`` (packed) and ``states`` (hours per job)
+    with ``neg_e`` are the frontier in its own order; ``vals`` holds each state's per-job values and
+    ``base`` their sums, computed by the same scalar code and summation order as a direct
+    evaluation (``sum`` of ``job_value`` per job), so every price read off them is bit-identical to
+    it. ``max_energy`` is the largest energy of any state: a budget at least that large constrains
+    no plan, so results for such budgets are memoised under an infinite budget and shared by every
+    lab state that differs only in its money (``solved``: plans by budget; ``extras``: one-more-
+    block prices by block and budget).
     """
 
-    __slots__ = ("_arrays", "base", "extras", "jobs", "max_energy", "neg_e", "parents", "solved", "states", "vals")
+    __slots__ = ("_arrays", "_states", "_vals", "base", "codes", "extras", "jobs", "max_energy", "neg_e", "parents",
+                 "radix", "solved")
 
     def __init__(self, blocks: tuple[BlockKey, ...], jobs: tuple[JobKey, ...]) -> None:
-        frontier, self.parents = _dp(blocks, jobs)
         self.jobs = jobs
-        self.states = tuple(frontier)
+        self.radix = _radix(jobs)
+        frontier, self.parents = _dp(blocks, jobs, self.radix)
+        self.codes = tuple(frontier)
         self.neg_e = tuple(frontier.values())
-        # a job's value depends on its own hours only: evaluate each (job, hours) pair once
-        tables = [{h: job_value(j[4], j[0], j[5], h) for h in {state[k] for state in self.states}}
-                  for k, j in enumerate(jobs)]
-        self.vals = tuple(tuple(map(getitem, tables, state)) for state in self.states)
-        self.base = tuple(map(sum, self.vals))
+        self._states: tuple[tuple[int, ...], ...] | None = None
+        self._vals: tuple[tuple[float, ...], ...] | None = None
+        if len(self.codes) * len(jobs) <= _SMALL_FRONTIER:
+            self.base = tuple(sum(job_value(j[4], j[0], j[5], code // mult % r)
+                                  for j, (mult, r) in zip(jobs, self.radix, strict=True)) for code in self.codes)
+        else:
+            self.base = tuple(map(sum, self.vals))
         self.max_energy = -min(self.neg_e)
         self.solved: dict[float, tuple[float, float, tuple[int, ...]]] = {}
         self.extras: dict[tuple[BlockKey, float], tuple[float, int]] = {}
         self._arrays: tuple[np.ndarray, ...] | None = None
+
+    @property
+    def states(self) -> tuple[tuple[int, ...], ...]:
+        """Each state's hours per job, in frontier order."""
+        if self._states is None:
+            hours = [[code // mult % r for code in self.codes] for mult, r in self.radix]
+            self._states = tuple(zip(*hours, strict=True)) if self.jobs else ((),) * len(self.codes)
+        return self._states
+
+    @property
+    def vals(self) -> tuple[tuple[float, ...], ...]:
+        """Each state's value per job (a job's value depends on its own hours only, so each
+        (job, hours) pair is evaluated once)."""
+        if self._vals is None:
+            columns = []
+            for k, j in enumerate(self.jobs):
+                column = [state[k] for state in self.states]
+                table = {h: job_value(j[4], j[0], j[5], h) for h in set(column)}
+                columns.append(map(table.__getitem__, column))
+            self._vals = tuple(zip(*columns, strict=True)) if self.jobs else ((),) * len(self.codes)
+        return self._vals
 
     def budget_for(self, budget: float, energy: float = 0.0) -> float:
         """``budget``, or ∞ where it binds no state even with ``energy`` more to pay (same results)."""
@@ -124,7 +167,7 @@ class _Frontier:
                 best_i, best_total, best_value = i, v + neg_e, v
         assert best_i >= 0  # assigning nothing costs nothing and is always in the frontier
         choices = [-1] * len(self.parents)
-        state = self.states[best_i]
+        state = self.codes[best_i]
         for i in range(len(self.parents) - 1, -1, -1):
             prev, k = self.parents[i][state]
             choices[i] = k
@@ -349,7 +392,9 @@ class LabValuer:
         self.budget = world.labs[lab_id].budget if budget is None else budget
         self.jobs = jobs
         self.blocks = blocks
-        self.block_keys = tuple(_block_key(b) for b in blocks)
+        # _block_key inlined: a valuer is built for every lab the ledger re-prices
+        self.block_keys = tuple((h, b.start_round + b.duration, b.reliability, b.energy_cost * h)
+                                for b, h in zip(blocks, [b.gpu_count * b.duration for b in blocks], strict=True))
         self.job_keys = tuple(
             (j.gpu_hours_required, hours[j.job_id], j.deadline_round, j.min_reliability,
              j.value * owner_share(world, j), j.partial_credit)
