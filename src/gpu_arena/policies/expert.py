@@ -1,31 +1,40 @@
 """``rule_expert``, a strong hand-written negotiator, and ``oracle``, its all-seeing reference.
 
 Where the value is (decision 0015): a seat gains by buying blocks its jobs need from labs that
-value them less, by selling what it cannot use, and, above all in ``coalition_market``, by
-completing a pooled job it owns: such a job is worth a third of the seat's reward scale and needs
-far more hours than the seat holds. ``rule_expert`` therefore
+value them less and by selling what its plan does not use; in ``coalition_market`` above all by
+completing a pooled job it owns, which is worth about a third of its reward scale and needs most
+of the world's fitting capacity. Every scripted lab spends its turn allocating whenever one of its
+plan's blocks opens next round, so a deal it is offered waits for a free round, and a block its
+plan uses is allocated (gone) the round before it opens. ``rule_expert``
 
-* allocates its plan's blocks just before their windows open, in one action for two rounds;
-* consents to a coalition when the payment it receives (split by committed hours, as the server
-  splits it) and its share, discounted, cover what its committed blocks are worth to it *and*
-  the energy it pays to run them;
-* accepts every incoming offer that gains it money, and counters bids below what a block is
-  worth to it; it never spends a turn rejecting (an offer it ignores expires);
-* gathers the capacity for its own pooled job with one bundle offer per lab (all that lab's
-  fitting blocks it still needs) at a nominal price: a lab that does not use those blocks takes
-  it at once, one that does counters with exactly its price, which it accepts while completing
-  the job stays within reach and affordable. A coalition would have to pay every member what the
-  dearest one asks, because members judge a proposal's payment as split equally, and fails if a
-  single member refuses; priced bundles pay each lab its own price;
-* pitches for emergency auctions no more than a block is worth after paying the bid (its energy
-  must still be affordable);
-* buys single blocks for its other jobs: a nominal probe first where a counter still has time to
-  settle, then a rising ladder; a bid counts what its other pending bids would already give it;
-* sells blocks its plan does not use.
+* allocates its plan's blocks the round before they open, two rounds' worth in one action, and
+  plans for what it may receive the same round (an auction it leads, its own open bids and
+  sales: moves are simultaneous);
+* answers offers with its own pricing of the whole deal (:meth:`RuleExpertPolicy.offer_value`:
+  its turn spent answering leaves unallocated blocks idle; its other bids may settle too),
+  takes the best one that gains it money, counters bids below what a block is worth to it, and
+  never spends a turn rejecting (an offer it ignores expires);
+* proposes a coalition for its own pooled job in round 0: its own fitting blocks plus the blocks
+  other labs hold (least likely used by their owners first, a fifth more hours than missing
+  against shocks), every value share its own and a payment of about half of what completion
+  adds. Members judge the payment as split equally among them and must each find a free round
+  in the consent window, so it picks the window and member set with the best odds; a backup
+  proposal with a later window follows a round later;
+* consents to others' coalitions when the payment it receives (split by committed hours, as the
+  server splits it) and its discounted share cover what its committed blocks are worth to it and
+  the energy it must pay to run them;
+* pitches in emergency auctions at most what the block is worth once the bid is paid (the bid
+  leaves less budget for energy);
+* bids for the block that adds most to its plan, weighted by the odds its owner answers before
+  the block opens: a nominal probe first where a counter still has time to settle (an owner that
+  does not use the block takes it, one that does counters with its price), then a rising share
+  of the block's value, never a bid its budget cannot carry with its plan's energy;
+* offers blocks its plan does not use (nor would with what it is bidding for), from round 1 (labs
+  that want them bid first).
 
-``oracle`` sees every lab's private values and its opponents' parameters: it prices every bundle
-at exactly what its owner will accept, so it never needs a counter round (a reference, not a fair
-player).
+``oracle`` is ``rule_expert`` with the god view: it prices every bid and coalition at exactly
+what the other side accepts (and bids above what rival labs will), knows which blocks other labs
+use and when they are too busy to answer or consent, and sells to the lab that values a block most.
 """
 
 from __future__ import annotations
@@ -33,6 +42,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from ..core.rules import MAX_LIST
 from ..core.types import Action, World
 from ..core.valuation import LabValuer
 from .archetypes import ARCHETYPES
@@ -53,10 +63,7 @@ class RuleExpertPolicy(Negotiator):
     SCHEDULE = (0.4, 0.7, 0.9)
     MAX_OPEN = 4  # outgoing offers open at once
     SELL_RATE = 1.0  # asked per GPU-hour for a block its plan does not use
-    URGENT_FIRST = False  # bid for blocks opening in two rounds before more valuable ones
     PROBE = 1.0  # a nominal price: enough for a lab that does not use what it sells
-    POOL_CAP = 0.6  # at most this share of a pooled job's value is paid to gather its capacity
-    POOL_RATE = 0.35  # per GPU-hour first offered for pooled capacity: high enough to be answered first
     POOL_SPARE = 1.2  # pool up to this many times the hours missing: a shock may take some
 
     def __init__(self, seed: int = 0, **_ignored: Any) -> None:
@@ -65,8 +72,6 @@ class RuleExpertPolicy(Negotiator):
         self.last_price: dict[str, float] = {}
         self.sent: dict[str, tuple[str, tuple[str, ...], int, int]] = {}  # offer -> (target, blocks, round, expiry)
         self.cold: dict[str, int] = {}  # lab -> round until which it is not asked again (it refused)
-        self.pool_asked: dict[str, int] = {}  # lab -> times asked for pooled capacity
-        self.pool_paid = 0.0
 
     # ------------------------------------------------------------------ the round
 
@@ -78,8 +83,7 @@ class RuleExpertPolicy(Negotiator):
         if due is not None:
             # allocating comes first, unless a good offer would be gone by next round
             return self.answer_offers(obs, urgent_only=True) or due
-        for step in (self.answer_coalitions, self.answer_offers, self.propose_pool,
-                     self.gather_pool, self.pitch, self.buy, self.sell):
+        for step in (self.answer_coalitions, self.answer_offers, self.propose_pool, self.pitch, self.buy, self.sell):
             action = step(obs)
             if action is not None:
                 return action
@@ -207,8 +211,8 @@ class RuleExpertPolicy(Negotiator):
     # ------------------------------------------------------------------ offers to it
 
     def answer_offers(self, obs: Any, urgent_only: bool = False) -> Action | None:
-        """Take the best offer that gains it money (a pooled-capacity quote by its own rule);
-        counter a bid below what its blocks are worth to it; otherwise let offers expire.
+        """Take the best offer that gains it money by :meth:`offer_value`; counter a bid below what
+        its blocks are worth to it; otherwise let offers expire.
 
         ``urgent_only``: only offers that would be gone next round (expiring, or naming a block
         that opens then), when the seat also has blocks to allocate this round.
@@ -224,7 +228,6 @@ class RuleExpertPolicy(Negotiator):
                         or opening & {*o.block_ids, *o.requested_block_ids}]
         if not incoming:
             return None
-        pool = self.pool_job(obs)
         planner = OwnPlanner(obs)
         valued = sorted(((self.offer_value(obs, o, planner), o) for o in incoming),
                         key=lambda vo: (-vo[0], vo[1].offer_id))
@@ -232,9 +235,6 @@ class RuleExpertPolicy(Negotiator):
         for value, o in valued:
             if urgent_only and mine & {*o.block_ids, *o.requested_block_ids}:
                 continue  # its own offer for the same blocks may settle first: allocating is the safe move
-            if pool is not None and not urgent_only and self.takes_pool_quote(obs, pool, o):
-                self.pool_paid += max(0.0, o.requested_payment - o.payment)
-                return Action("accept_offer", offer_id=o.offer_id, job_id=pool.job_id)
             if value >= self.threshold(obs, self.at_stake(obs, o)):
                 return Action("accept_offer", offer_id=o.offer_id, job_id=self.job_for_blocks(obs, o.block_ids))
         if urgent_only:
@@ -259,7 +259,14 @@ class RuleExpertPolicy(Negotiator):
                 and (market[b].start_round > r + 1 or (job is not None and market[b].best_job == job))]
         idle = [b.block_id for b in obs.owned_blocks if b.status in ("free", "reserved") and b.start_round == r + 1]
         money = o.payment - o.requested_payment
-        return planner.net(gets, [*o.requested_block_ids, *idle], money) + money - planner.net()
+        gives = [*o.requested_block_ids, *idle]
+        value = planner.net(gets, gives, money) + money - planner.net()
+        # its own open bids may settle this same round: the offer must pay in that case too
+        pending = [market[b] for x in obs.active_offers if x.direction == "outgoing"
+                   for b in x.requested_block_ids if b in market and b not in o.block_ids]
+        if pending:
+            value = min(value, planner.net([*pending, *gets], gives, money) + money - planner.net(pending))
+        return value
 
     def job_for_blocks(self, obs: Any, block_ids: Any) -> str | None:
         blocks = {b.block_id: b for b in obs.public_market.blocks}
@@ -277,21 +284,6 @@ class RuleExpertPolicy(Negotiator):
                 return j
         return None
 
-    def pool_state(self, obs: Any, job: Any) -> tuple[int, int, int]:
-        """(hours it holds for the job, hours quoted to it, hours it still asks for elsewhere)."""
-        r = obs.round_index
-        held = job.assigned_hours + sum(b.gpu_hours for b in obs.owned_blocks
-                                        if b.status in ("free", "reserved") and b.start_round > r and fits(b, job))
-        market = {b.block_id: b for b in obs.public_market.blocks}
-        quoted = pending = 0
-        for o in obs.active_offers:
-            if o.direction == "incoming":
-                quoted += sum(market[b].gpu_hours for b in o.block_ids if b in market and fits(market[b], job))
-            else:
-                pending += sum(market[b].gpu_hours for b in o.requested_block_ids
-                               if b in market and fits(market[b], job))
-        return held, quoted, pending
-
     def pool_candidates(self, obs: Any, job: Any, *, settle_by: int) -> list[Any]:
         """Other labs' blocks that fit the pooled job and are still tradeable at ``settle_by``."""
         me = obs.controlled_lab_id
@@ -300,33 +292,6 @@ class RuleExpertPolicy(Negotiator):
         return [b for b in obs.public_market.blocks
                 if b.tradeable and b.owner not in (None, me) and b.owner not in finished and fits(b, job)
                 and b.start_round > settle_by and b.block_id not in busy]
-
-    def takes_pool_quote(self, obs: Any, job: Any, o: Any) -> bool:
-        """Accept a quote for pooled capacity while completion stays within reach and the money
-        paid for the job's capacity stays within a share of what completion adds."""
-        market = {b.block_id: b for b in obs.public_market.blocks}
-        blocks = [market[b] for b in o.block_ids if b in market]
-        hours = sum(b.gpu_hours for b in blocks if fits(b, job))
-        if not hours or o.requested_block_ids:
-            return False
-        price = o.requested_payment - o.payment
-        energy = sum(b.energy_cost * b.gpu_hours for b in blocks)
-        if price + energy > obs.controlled_lab_budget:
-            return False
-        if o.value_to_me >= self.threshold(obs, 0.0):
-            return True  # worth it on its own (partial credit)
-        held, quoted, pending = self.pool_state(obs, job)
-        reachable = held + quoted + pending + sum(
-            b.gpu_hours for b in self.pool_candidates(obs, job, settle_by=obs.round_index + 1)
-            if not self.is_cold(obs, b.owner or ""))
-        if reachable < job.gpu_hours_required:
-            return False
-        bonus = OwnPlanner.pooled_value(job, job.gpu_hours_required) - OwnPlanner.pooled_value(job, held)
-        missing = max(1, job.gpu_hours_required - held)
-        # its pro-rata part of what completion adds, with room for the labs not yet priced
-        fair = bonus * min(1.0, hours / missing)
-        return (price + energy <= 1.5 * fair
-                and self.pool_paid + price <= self.POOL_CAP * job.value * job.share)
 
     POOL_TTLS = (2, 3)  # consent windows tried (a longer one leaves fewer blocks to pool)
     POOL_SHARE = 0.55  # of what completion adds, paid to the members at formation
@@ -348,9 +313,10 @@ class RuleExpertPolicy(Negotiator):
         Its own fitting blocks go in first; then, over every set of other labs that can supply
         the rest, the blocks least likely to be used by their owners; value shares are all its
         own and the payment is a share of what completion adds. Members judge the payment as split
-        equally among them and refuse when it does not cover what their blocks are worth to them,
-        so it picks the member set and payment with the best expected gain: P(every member
-        consents) × (what completion adds − payment).
+        equally among them, refuse when it does not cover what their blocks are worth to them and
+        consent only in a round they have nothing to allocate, so it picks the consent window and
+        member set with the best expected gain: P(every member consents) × (what completion adds −
+        payment). A backup proposal with a later window may follow a round later.
         """
         job = self.pool_job(obs)
         if job is None:
@@ -362,13 +328,14 @@ class RuleExpertPolicy(Negotiator):
             return None
         exclude = set(self.refusers)
         if pending:
-            # members that let a whole round pass without consenting probably refuse: a second
-            # proposal without them races the first (whichever completes first forms)
+            # a second proposal races the first (whichever completes first forms)
             last = pending[-1]
             waiting = set(last.members) - set(last.consented)
-            if len(pending) >= 2 or r < last.created_round + 2 or not waiting:
+            if len(pending) >= 2 or not waiting:
                 return None
-            exclude |= waiting
+            if r >= last.created_round + 2:
+                exclude |= waiting  # a whole round passed without their consent: they probably refuse
+            # otherwise a backup with a later window: a member busy allocating gets more rounds
         plans = [p for ttl in self.POOL_TTLS if (p := self.pool_plan(obs, job, ttl, exclude)) is not None]
         if not plans:
             return None
@@ -398,7 +365,7 @@ class RuleExpertPolicy(Negotiator):
         missing = job.gpu_hours_required - job.assigned_hours
         committed: list[Any] = []
         for b in own:
-            if sum(x.gpu_hours for x in committed) >= missing * self.POOL_SPARE:
+            if sum(x.gpu_hours for x in committed) >= missing * self.POOL_SPARE or len(committed) >= MAX_LIST:
                 break
             committed.append(b)
         need = missing - sum(b.gpu_hours for b in committed)
@@ -457,21 +424,34 @@ class RuleExpertPolicy(Negotiator):
         r = obs.round_index
         busy = 1.0
         for t in range(r + 1, r + 1 + ttl):
-            opening = [b for b in obs.public_market.blocks if b.owner == lab and b.start_round == t + 1]
+            opening = [b for b in obs.public_market.blocks
+                       if b.owner == lab and b.start_round == t + 1 and b.status in ("free", "reserved")]
             busy *= 1.0 - math.prod(1.0 - self.used_odds(b, obs.max_rounds) for b in opening)
         return 1.0 - busy
+
+    def answer_odds(self, obs: Any, block: Any) -> float:
+        """Odds that the owner of ``block`` answers a bid for it before it opens. It answers in a
+        round it has nothing to allocate; if its plan uses the block, it allocates it the round
+        before it opens (and a bid must then wait for a counter, a round earlier)."""
+        window = block.start_round - 1 - obs.round_index
+        owner = block.owner or ""
+        used = self.used_odds(block, obs.max_rounds)
+        free = self.idle_odds(obs, owner, window) if window >= 1 else 0.0
+        taken = self.idle_odds(obs, owner, window - 1) if window >= 2 else 0.0
+        return (1.0 - used) * free + used * taken
 
     def pool_selection(self, by_owner: dict[str, list[Any]], need: int, budgets: dict[str, float],
                        max_rounds: int) -> dict[str, list[Any]] | None:
         """Blocks from these owners that give ``need`` hours, the least likely used first (per
-        hour), within what each owner can pay to run; None if they cannot."""
+        hour), within what each owner can pay to run and the action's list limit; None if they
+        cannot."""
         pool = sorted((b for bs in by_owner.values() for b in bs),
                       key=lambda b: (self.used_odds(b, max_rounds) / b.gpu_hours, -b.gpu_hours, b.block_id))
         chosen: dict[str, list[Any]] = {}
         energy: dict[str, float] = {}
         got = 0
         for b in pool:
-            if got >= need:
+            if got >= need or sum(len(bs) for bs in chosen.values()) >= MAX_LIST:
                 break
             owner = b.owner or ""
             cost = b.energy_cost * b.gpu_hours
@@ -481,55 +461,6 @@ class RuleExpertPolicy(Negotiator):
             energy[owner] = energy.get(owner, 0.0) + cost
             got += b.gpu_hours
         return chosen if got >= need else None
-
-    def gather_pool(self, obs: Any) -> Action | None:
-        """Ask the next lab for the pooled job's capacity it holds, as one bundle at a nominal
-        price; the lab takes it or counters with its own price (see ``takes_pool_quote``)."""
-        job = self.pool_job(obs)
-        if job is None:
-            return None
-        if any(c.proposer == obs.controlled_lab_id and c.status == "proposed" for c in obs.active_coalitions):
-            return None  # wait for the coalition's answer first
-        r = obs.round_index
-        if sum(1 for o in obs.active_offers if o.direction == "outgoing") >= self.MAX_OPEN:
-            return None
-        held, quoted, pending = self.pool_state(obs, job)
-        missing = job.gpu_hours_required - held - quoted - pending
-        if missing <= 0:
-            return None
-        # a counter comes back a round later and settles a round after that: blocks must not start before
-        cands = self.pool_candidates(obs, job, settle_by=r + 2)
-        asked_now = {o.target for o in obs.active_offers if o.direction == "outgoing"}
-        by_owner: dict[str, list[Any]] = {}
-        for b in cands:
-            owner = b.owner or ""
-            if owner in asked_now or self.is_cold(obs, owner) or self.pool_asked.get(owner, 0) >= 2:
-                continue
-            by_owner.setdefault(owner, []).append(b)
-        total = sum(b.gpu_hours for bs in by_owner.values() for b in bs)
-        if not by_owner or held + quoted + pending + total < job.gpu_hours_required:
-            return None  # completion is out of reach: partial credit is left to the single-block buyer
-        owner = max(by_owner, key=lambda o: (sum(b.gpu_hours for b in by_owner[o]), o))
-        bundle: list[Any] = []
-        want = missing * 1.25
-        for b in sorted(by_owner[owner], key=lambda b: (-b.gpu_hours, b.block_id)):
-            if sum(x.gpu_hours for x in bundle) >= want:
-                break
-            bundle.append(b)
-        price = self.pool_price(obs, owner, bundle)
-        energy = sum(b.energy_cost * b.gpu_hours for b in bundle)
-        if price is None or price + energy > obs.controlled_lab_budget:
-            return None
-        self.pool_asked[owner] = self.pool_asked.get(owner, 0) + 1
-        first = min(b.start_round for b in bundle)
-        return Action("send_offer", target_lab_id=owner, requested_block_ids=tuple(b.block_id for b in bundle),
-                      payment=price, job_id=job.job_id, expires_in=max(1, min(3, first - r - 1)),
-                      message=f"Capacity for a pooled job of {job.gpu_hours_required} GPU-hours.")
-
-    def pool_price(self, obs: Any, owner: str, bundle: list[Any]) -> float | None:
-        """What it first offers for a bundle of pooled capacity: nominal (a lab that uses the
-        blocks counters with its price)."""
-        return self.cents(self.PROBE + self.POOL_RATE * sum(b.gpu_hours for b in bundle), obs.controlled_lab_budget)
 
     # ------------------------------------------------------------------ auctions
 
@@ -599,15 +530,16 @@ class RuleExpertPolicy(Negotiator):
         pooled = [j for j in obs.private_jobs if j.pooled and j.status == "open"]
         planner = OwnPlanner(obs, pooled=False)
         base = planner.net(pending) if pending else None
-        best: tuple[tuple[bool, float, str], Any, float] | None = None
+        best: tuple[tuple[float, str], Any, float] | None = None
         for b in wanted:
             value = b.marginal_value or 0.0
             if base is not None and not any(fits(b, j) for j in pooled):
                 value = min(value, planner.net([*pending, b]) - base)  # what it adds beside pending bids
             if value <= 0.5:
                 continue
-            # now-or-never blocks first (if URGENT_FIRST), then the most valuable
-            key = (self.URGENT_FIRST and b.start_round > r + 2, -value, b.block_id)
+            # the most valuable bid its owner will likely answer before the block opens (the odds
+            # are rough: they only temper the value)
+            key = (-value * math.sqrt(self.answer_odds(obs, b)), b.block_id)
             if best is None or key < best[0]:
                 best = (key, b, value)
         if best is None:
@@ -618,7 +550,9 @@ class RuleExpertPolicy(Negotiator):
         if price is None or (tries and price <= self.last_price.get(block.block_id, -1.0)):
             self.asked[block.block_id] = len(self.SCHEDULE) + 1
             return None  # cannot raise the bid (budget): asking again would only be spam
-        if price > value or price + block.energy_cost * block.gpu_hours > obs.controlled_lab_budget:
+        # paying leaves less for energy: the bid must still gain it something once paid
+        payer = OwnPlanner(obs) if any(fits(block, j) for j in pooled) else planner
+        if price > value or payer.gain([block], pay=price) <= 0:
             self.asked[block.block_id] = len(self.SCHEDULE) + 1
             return None
         self.asked[block.block_id] = tries + 1
@@ -630,14 +564,34 @@ class RuleExpertPolicy(Negotiator):
     def bid_price(self, obs: Any, block: Any, value: float, tries: int) -> float | None:
         """The bid on this try: a nominal probe first if a counter can still settle in time
         (the block opens three or more rounds out), then the share ladder."""
-        if tries == 0 and block.start_round >= obs.round_index + 3:
+        probe = block.start_round >= obs.round_index + 3
+        if tries == 0 and probe:
             return self.cents(min(value * 0.5, self.PROBE + 0.05 * value), obs.controlled_lab_budget)
-        step = tries - 1 if block.start_round >= obs.round_index + 3 else tries
+        step = tries - 1 if probe else tries
         if step >= len(self.SCHEDULE):
             return None
         return self.cents(value * self.SCHEDULE[max(0, step)], obs.controlled_lab_budget)
 
     # ------------------------------------------------------------------ selling
+
+    def spare_blocks(self, obs: Any) -> list[Any]:
+        """Its blocks worth nothing to it now and also once what it is bidding for arrives (a block
+        that completes a job together with a pending purchase is not spare), not in an offer yet
+        and opening late enough to be sold."""
+        r = obs.round_index
+        offered = {b for o in obs.active_offers for b in (*o.block_ids, *o.requested_block_ids)}
+        spare = [b for b in obs.owned_blocks if b.tradeable and (b.marginal_value or 0) <= 0 and not b.no_resale
+                 and b.block_id not in offered and b.start_round >= r + 2]
+        market = {b.block_id: b for b in obs.public_market.blocks}
+        coming = [market[b] for o in obs.active_offers if o.direction == "outgoing" for b in o.requested_block_ids
+                  if b in market]
+        coming += [market[a.block_id] for a in obs.public_market.auctions if a.status == "open"
+                   and a.block_id in market and any(p.lab_id == obs.controlled_lab_id for p in a.pitches)]
+        if not spare or not coming:
+            return spare
+        planner = OwnPlanner(obs)
+        base = planner.net(coming)
+        return [b for b in spare if base - planner.net(coming, without=(b.block_id,)) <= 1e-9]
 
     def sell(self, obs: Any) -> Action | None:
         """Offer a block its plan does not use to a lab that might use it, for a modest price:
@@ -645,9 +599,7 @@ class RuleExpertPolicy(Negotiator):
         me, r = obs.controlled_lab_id, obs.round_index
         if r == 0 or sum(1 for o in obs.active_offers if o.direction == "outgoing") >= self.MAX_OPEN:
             return None  # round 0: labs that want its blocks bid first (a bid reveals a price)
-        offered = {b for o in obs.active_offers for b in (*o.block_ids, *o.requested_block_ids)}
-        spare = [b for b in obs.owned_blocks if b.tradeable and (b.marginal_value or 0) <= 0 and not b.no_resale
-                 and b.block_id not in offered and b.start_round >= r + 2]
+        spare = self.spare_blocks(obs)
         others = sorted((lab for lab in obs.visible_labs if lab.lab_id != me and not lab.finished
                          and not self.is_cold(obs, lab.lab_id)), key=lambda lab: (-lab.budget, lab.lab_id))
         if not spare or not others:
@@ -668,11 +620,11 @@ class RuleExpertPolicy(Negotiator):
 
 class OraclePolicy(RuleExpertPolicy):
     """``rule_expert`` with the god view: it knows every lab's private values, plans and policy
-    parameters. It prices every purchase (single blocks and pooled capacity) at exactly what the
-    seller will accept, knows which blocks other labs' plans use and when a lab is too busy to
-    consent, pays a coalition exactly what its dearest member needs, and sells a block it does not
-    use to the lab that values it most, at that lab's price. A reference for result tables, not a
-    fair player.
+    parameters. It bids exactly what the seller will accept, but above what the other labs'
+    policies will bid (a lab answers its best offer first); it knows which blocks other labs'
+    plans use and when a lab is too busy to answer or consent; it pays a pooled-job coalition
+    exactly what its dearest member needs; it sells a block it does not use to the lab that values
+    it most, at that lab's price. A reference for result tables, not a fair player.
 
     The environment (or harness) hands it the world through :meth:`bind` before each action.
     """
@@ -743,16 +695,29 @@ class OraclePolicy(RuleExpertPolicy):
 
     def bid_price(self, obs: Any, block: Any, value: float, tries: int) -> float | None:
         exact = self.reservation(block.owner or "", [block.block_id])
-        if exact is None:
+        if exact is None or self.world is None:
             return super().bid_price(obs, block, value, tries)
-        price = math.ceil((exact + 0.05 + 0.5 * tries) * 100) / 100
-        return price if price < value else None
+        # the owner answers its best offer first: outbid what the other labs' policies will bid
+        rival = max((self.rival_bid(lab, block.block_id) for lab in self.world.labs
+                     if lab not in (obs.controlled_lab_id, block.owner)), default=0.0)
+        for floor in (max(exact, rival), exact):
+            price = math.ceil((floor + 0.05 + 0.5 * tries) * 100) / 100
+            if price < value:
+                return price
+        return None
 
-    def pool_price(self, obs: Any, owner: str, bundle: list[Any]) -> float | None:
-        exact = self.reservation(owner, [b.block_id for b in bundle])
-        if exact is None:
-            return super().pool_price(obs, owner, bundle)
-        return min(math.ceil((exact + 0.05) * 100) / 100, obs.controlled_lab_budget)
+    def rival_bid(self, lab: str, block_id: str) -> float:
+        """What ``lab``'s policy bids for a block (its opening share of the block's value to it)."""
+        w, pol = self.world, self.policy_of(lab)
+        if w is None or pol is None:
+            return 0.0
+        valuer = self.valuer(lab)
+        gain = valuer.net(extra=(w.blocks[block_id],)) - valuer.net()
+        if gain <= 1.0:
+            return 0.0  # a scripted lab bids only for blocks worth more than 1 to it
+        left = [j.deadline_round - w.round_index for j in w.jobs.values() if j.owner == lab and j.status == "open"]
+        urgency = 1.0 / max(1, min(left)) if left else 0.0
+        return min(0.95, pol.risk * (1.0 + pol.deadline_sensitivity * urgency)) * gain
 
     def used_odds(self, block: Any, max_rounds: int) -> float:
         if self.world is None or block.owner not in self.world.labs:
@@ -777,10 +742,11 @@ class OraclePolicy(RuleExpertPolicy):
         return self.cents(min(exact, 0.9 * budget), budget)
 
     def consent_odds(self, obs: Any, lab: str, blocks: list[Any], each: float, ttl: int) -> float:
-        need = self.member_need(lab, blocks) if self.world is not None else None
-        if need is None:
+        w = self.world
+        need = self.member_need(lab, blocks) if w is not None else None
+        if w is None or need is None:
             return super().consent_odds(obs, lab, blocks, each, ttl)
-        willing = each >= need and sum(b.energy_cost * b.gpu_hours for b in blocks) <= self.world.labs[lab].budget
+        willing = each >= need and sum(b.energy_cost * b.gpu_hours for b in blocks) <= w.labs[lab].budget
         return (0.95 if willing else 0.05) * self.idle_odds(obs, lab, ttl)
 
     def idle_odds(self, obs: Any, lab: str, ttl: int) -> float:
@@ -802,13 +768,8 @@ class OraclePolicy(RuleExpertPolicy):
         me, r = obs.controlled_lab_id, obs.round_index
         if r == 0 or sum(1 for o in obs.active_offers if o.direction == "outgoing") >= self.MAX_OPEN:
             return None
-        offered = {b for o in obs.active_offers for b in (*o.block_ids, *o.requested_block_ids)}
         best: tuple[float, str, str] | None = None
-        for b in obs.owned_blocks:
-            if not b.tradeable or (b.marginal_value or 0) > 0 or b.no_resale or b.block_id in offered:
-                continue
-            if b.start_round < r + 2:
-                continue
+        for b in self.spare_blocks(obs):
             for lab in w.labs.values():
                 if lab.lab_id == me or lab.finished:
                     continue
