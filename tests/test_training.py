@@ -102,13 +102,22 @@ def test_tiny_sft_then_grpo_end_to_end(tmp_path: Path, sft_data: Path) -> None:
     assert shown.exit_code == 0 and "arena/valid_action_rate" in shown.output
 
 
-def test_grpo_reward_is_the_environment_return_of_the_same_actions(tmp_path: Path, scripted: Path) -> None:
+@pytest.mark.parametrize("where", ["in-process", "server"])
+def test_grpo_reward_is_the_environment_return_of_the_same_actions(tmp_path: Path, scripted: Path, where: str) -> None:
+    if where == "server":
+        with running_server(settings_for(tmp_path)) as url:
+            check_grpo_rewards(tmp_path, scripted, url)
+    else:
+        check_grpo_rewards(tmp_path, scripted, None)
+
+
+def check_grpo_rewards(tmp_path: Path, scripted: Path, env_url: str | None) -> None:
     from gpu_arena.training.grpo import GRPORun, build_trainer
     from gpu_arena.training.presets import load_pretrained
 
     model, tok = load_pretrained(scripted)
     run = GRPORun(output_dir=str(tmp_path / "out"), model=str(scripted), preset="tiny", max_steps=2,
-                  num_generations=2, seeds=(5, 6, 7)).resolved()
+                  num_generations=2, seeds=(5, 6, 7), env_url=env_url).resolved()
     trainer = build_trainer(run, model, tok)
 
     # the prompt the trainer renders is the one an agent in tools mode sends

@@ -110,3 +110,18 @@ def test_data_sft_command(tmp_path: Path) -> None:
     assert len(lines) == 2 and json.loads(lines[0])["policy"] == "oracle"
     res = CliRunner().invoke(app, ["data", "sft", "--task", "chess", "--output", str(tmp_path / "x")])
     assert res.exit_code != 0 and "unknown task" in " ".join(res.output.replace("│", " ").split())
+
+
+def test_turn_stats_split_format_errors_from_rule_errors() -> None:
+    from gpu_arena.training.evaluate import turn_stats
+
+    rec = {"policy": "p", "task": "single_trade", "split": "holdout", "transcript": [
+        {"actions": {"lab_0": {"action_type": "wait"}}, "results": {"lab_0": [True, "ok"]}},
+        {"actions": {"lab_0": {"rejected": "format_invalid_json", "message": "x"}},
+         "results": {"lab_0": [False, "format_invalid_json"]}},
+        {"actions": {"lab_0": {"action_type": "accept_offer"}}, "results": {"lab_0": [False, "missing_field"]}},
+        {"actions": {}, "results": {"lab_0": [True, "ok"]}},  # finished: no action recorded, not a turn
+    ]}
+    (row,) = turn_stats([rec, rec])
+    assert (row["episodes"], row["turns"], row["accepted"], row["format_errors"], row["rule_errors"]) == (2, 6, 2, 2, 2)
+    assert row["valid_rate"] == pytest.approx(1 / 3) and row["codes"] == {"format_invalid_json": 2, "missing_field": 2}

@@ -83,6 +83,8 @@ def train_sft(
     max_length: int | None = typer.Option(None, min=64, help="truncate episodes to this many tokens"),
     max_steps: int | None = typer.Option(None, min=1, help="stop after this many optimiser steps"),
     lora: bool | None = typer.Option(None, "--lora/--full", help="LoRA adapters (merged at the end) or full fine-tune"),
+    assistant_only: bool | None = typer.Option(None, "--assistant-only/--whole-chat",
+                                               help="loss on the answers only (default), or on whole chats"),
     seed: int = typer.Option(0, help="seed (initialisation, data order)"),
     db: str | None = typer.Option(None, help="SQLite store (default .arena/arena.db or $GPU_ARENA_DB)"),
     overwrite: bool = typer.Option(False, help="write into a non-empty --output"),
@@ -93,7 +95,8 @@ def train_sft(
     try:
         result = run_sft(SFTRun(data=data, output_dir=output, preset=preset, model=model, epochs=epochs,
                                 learning_rate=lr, batch_size=batch_size, grad_accum=grad_accum, max_length=max_length,
-                                max_steps=max_steps, lora=lora, seed=seed, db=db, overwrite=overwrite))
+                                max_steps=max_steps, lora=lora, assistant_only_loss=assistant_only, seed=seed, db=db,
+                                overwrite=overwrite))
     except _common_train_errors() as e:
         raise _fail(e) from None
     console.print(f"SFT run {result['run_id']}: {result['steps']} steps, train loss {result['train_loss']:.4f}, "

@@ -1,8 +1,8 @@
 """Supervised fine-tuning on arena chats with TRL's ``SFTTrainer`` (full fine-tune, or LoRA via peft).
 
 The loss covers the assistant turns only (``assistant_only_loss``: TRL swaps in the training
-variant of the Qwen2.5 template, whose ``{% generation %}`` markers delimit them), so the model
-learns to answer turns, not to recite them. The result is a plain checkpoint directory (LoRA
+variant of the Qwen2.5 template, whose ``{% generation %}`` markers delimit them); ``--whole-chat``
+trains on the turns too. The result is a plain checkpoint directory (LoRA
 adapters are merged) that ``llm:hf:<dir>?mode=tools`` plays and ``gpu-arena train grpo`` starts from.
 """
 
@@ -34,6 +34,7 @@ class SFTRun:
     lora: bool | None = None
     lora_r: int | None = None
     lora_alpha: int | None = None
+    assistant_only_loss: bool | None = None
     seed: int = 0
     db: str | None = None
     overwrite: bool = False
@@ -45,7 +46,9 @@ class SFTRun:
                        batch_size=self.batch_size or d.batch_size, grad_accum=self.grad_accum or d.grad_accum,
                        max_length=self.max_length if self.max_length is not None else d.max_length,
                        lora=self.lora if self.lora is not None else d.lora, lora_r=self.lora_r or d.lora_r,
-                       lora_alpha=self.lora_alpha or d.lora_alpha)
+                       lora_alpha=self.lora_alpha or d.lora_alpha,
+                       assistant_only_loss=d.assistant_only_loss if self.assistant_only_loss is None
+                       else self.assistant_only_loss)
 
 
 def run_sft(run: SFTRun) -> dict[str, Any]:
@@ -72,7 +75,7 @@ def run_sft(run: SFTRun) -> dict[str, Any]:
             per_device_train_batch_size=int(run.batch_size or 1), gradient_accumulation_steps=int(run.grad_accum or 1),
             learning_rate=float(run.learning_rate or 1e-4), lr_scheduler_type="cosine", warmup_steps=0.05,
             logging_steps=1, save_strategy="no", report_to="none", seed=run.seed, data_seed=run.seed,
-            assistant_only_loss=True, max_length=run.max_length, packing=False, use_cpu=use_cpu(),
+            assistant_only_loss=bool(run.assistant_only_loss), max_length=run.max_length, packing=False, use_cpu=use_cpu(),
             bf16=False, fp16=False, dataloader_num_workers=0, disable_tqdm=True, weight_decay=0.0,
         )
         peft_config = None
