@@ -245,6 +245,12 @@ def load_pretrained(path: str | Path, *, tools_template: bool = True) -> tuple[A
         model = AutoModelForCausalLM.from_pretrained(directory, dtype="float32", **kwargs)
     except (OSError, ValueError) as e:
         raise PresetError(f"cannot load {p}: {e}") from None
+    if "gguf_file" in kwargs:
+        # transformers dequantises GGUF tensors to float32 on load but keeps the GGUF "quantizer",
+        # which refuses save_pretrained and full fine-tuning; the weights are plain floats already
+        model.hf_quantizer = None
+        if hasattr(model.config, "quantization_config"):
+            del model.config.quantization_config
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token
     tokenizer.padding_side = "left"
