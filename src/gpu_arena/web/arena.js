@@ -1,12 +1,12 @@
 // "Live arena": a REST session of this page's own, stepped round by round by a server-side policy
 // (POST /api/sessions/{id}/autostep). Everything shown is the session's real observation.
 import { barChart, lineChart } from "./charts.js";
-import { $, api, clear, fmt, h, signed } from "./dom.js";
+import { $, api, clear, closeOnPageHide, closeSession, fill, fmt, h, sectionRunner, signed } from "./dom.js";
 import { blocksTable, coalitionsTable, describeAction, eventsList, jobsTable, messagesList, offersTable } from "./observation.js";
 
 let overview = null;
 let session = null; // {id, steps: [...], cumulative, done, view}
-let busy = false;
+const run = sectionRunner("#arena-status", setButtons);
 
 export function initArena(ov) {
   overview = ov;
@@ -17,34 +17,10 @@ export function initArena(ov) {
   $("#arena-form").addEventListener("submit", (e) => { e.preventDefault(); run(newEpisode); });
   $("#arena-step").addEventListener("click", () => run(stepOnce));
   $("#arena-play").addEventListener("click", () => run(playToEnd));
-  // a session holds a server slot until it idles out: hand it back when the page goes away
-  window.addEventListener("pagehide", () => {
-    if (session) fetch(`/api/sessions/${session.id}`, { method: "DELETE", keepalive: true }).catch(() => {});
-  });
+  closeOnPageHide(() => session?.id);
 }
 
-function fill(select, values, chosen) {
-  clear(select).append(...values.map((v) => h("option", { value: v, text: v, selected: v === chosen })));
-}
-
-async function run(fn) {
-  if (busy) return;
-  busy = true;
-  setButtons();
-  const status = $("#arena-status");
-  status.classList.remove("error");
-  try {
-    await fn();
-  } catch (e) {
-    status.classList.add("error");
-    status.textContent = `Error: ${e.message}`;
-  } finally {
-    busy = false;
-    setButtons();
-  }
-}
-
-function setButtons() {
+function setButtons(busy = run.busy()) {
   const live = session && !session.done;
   $("#arena-new").disabled = busy;
   $("#arena-step").disabled = busy || !live;
@@ -52,10 +28,8 @@ function setButtons() {
 }
 
 async function newEpisode() {
-  if (session) {
-    await api(`/api/sessions/${session.id}`, { method: "DELETE" }).catch(() => {}); // it may have expired
-    session = null;
-  }
+  await closeSession(session?.id);
+  session = null;
   const seed = Number.parseInt($("#arena-seed").value, 10);
   if (!Number.isInteger(seed) || seed < 0) throw new Error("the seed must be a whole number ≥ 0");
   const view = await api("/api/sessions", {

@@ -63,21 +63,42 @@ export function fill(select, values, chosen, labels = null) {
   clear(select).append(...values.map((v, i) => h("option", { value: v, text: labels ? labels[i] : v, selected: v === chosen })));
 }
 
-// A button or form stays usable with the keyboard only; this runs one async action at a time per key.
-export function guard(fn, onError) {
+// One async action at a time for a page section: a second click while one runs is ignored,
+// `onBusy(true/false)` brackets the run (to disable buttons), and a failure is shown in the
+// section's status line (`statusSelector`) with its error code, never swallowed.
+export function sectionRunner(statusSelector, onBusy = () => {}, { exclusive = true } = {}) {
   let busy = false;
-  return async (...args) => {
-    if (busy) return undefined;
+  const run = async (fn) => {
+    if (exclusive && busy) return;
     busy = true;
+    onBusy(true);
+    const status = $(statusSelector);
+    status.classList.remove("error");
     try {
-      return await fn(...args);
+      await fn();
     } catch (e) {
-      onError(e);
-      return undefined;
+      status.classList.add("error");
+      status.textContent = `Error: ${e.message}`;
     } finally {
       busy = false;
+      onBusy(false);
     }
   };
+  run.busy = () => busy;
+  return run;
+}
+
+// Close a REST session this page opened (it may have idled out already: that is not an error).
+export async function closeSession(id) {
+  if (id) await api(`/api/sessions/${id}`, { method: "DELETE" }).catch(() => {});
+}
+
+// A session holds a server slot until it idles out: hand it back when the page goes away.
+export function closeOnPageHide(currentId) {
+  window.addEventListener("pagehide", () => {
+    const id = currentId();
+    if (id) fetch(`/api/sessions/${id}`, { method: "DELETE", keepalive: true }).catch(() => {});
+  });
 }
 
 // A docstring paragraph (reStructuredText-ish) as plain text: ``code`` and **bold** marks dropped, a

@@ -1,7 +1,7 @@
 // "Judge mode": the pitches of a judged round with each score and the judge's reasons, from a stored
 // judged episode (its replay: GET /api/episodes/{ref}/frames), or from one played here and now in a
 // session of this page's own (POST /api/sessions with judge_mode "rule", then autostep to the end).
-import { $, api, clear, fill, fmt, h, prose } from "./dom.js";
+import { $, api, clear, closeSession, fill, fmt, h, prose, sectionRunner } from "./dom.js";
 import { auctionsBlock } from "./observation.js";
 import { showInReplays } from "./replays.js";
 
@@ -22,24 +22,7 @@ export async function initJudge(ov, reward) {
   await guarded(() => loadList(false));
 }
 
-let busy = false;
-
-async function guarded(fn) {
-  if (busy) return;
-  busy = true;
-  $("#judge-run").disabled = true;
-  const status = $("#judge-status");
-  status.classList.remove("error");
-  try {
-    await fn();
-  } catch (e) {
-    status.classList.add("error");
-    status.textContent = `Error: ${e.message}`;
-  } finally {
-    busy = false;
-    $("#judge-run").disabled = false;
-  }
-}
+const guarded = sectionRunner("#judge-status", (busy) => { $("#judge-run").disabled = busy; });
 
 async function loadList(keep, chosen = null) {
   const list = (await api("/api/episodes?judge_mode=rule&limit=100")).episodes;
@@ -67,7 +50,7 @@ async function playJudged() {
   try {
     while (!view.done) view = await api(`/api/sessions/${sid}/autostep`, { method: "POST", body: { policy } });
   } finally {
-    await api(`/api/sessions/${sid}`, { method: "DELETE" }).catch(() => {});
+    await closeSession(sid);
   }
   if (!view.replay_id) throw new Error("the episode finished but this server does not store episodes");
   await loadList(true, view.replay_id);

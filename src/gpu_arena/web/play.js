@@ -3,13 +3,13 @@
 // the action space the server describes (GET /api/reference/actions: each type's fields and their JSON
 // schema); the choices in it (labs, blocks, offers, jobs) come from the current observation.
 import { barChart } from "./charts.js";
-import { $, api, clear, fill, fmt, h, kv, signed } from "./dom.js";
+import { $, api, clear, closeOnPageHide, closeSession, fill, fmt, h, kv, sectionRunner, signed } from "./dom.js";
 import { describeAction, observationCards, resultText } from "./observation.js";
 
 let overview = null;
 let space = null; // /api/reference/actions
 let session = null; // {id, view, steps, base, done, origin}
-let busy = false;
+const run = sectionRunner("#play-status", setButtons);
 
 export function initPlay(ov, actionSpace) {
   overview = ov;
@@ -29,9 +29,7 @@ export function initPlay(ov, actionSpace) {
   $("#play-setup").addEventListener("submit", (e) => { e.preventDefault(); run(takeSeat); });
   $("#play-action").addEventListener("submit", (e) => { e.preventDefault(); run(() => move(collect())); });
   $("#play-auto").addEventListener("click", () => run(autoMove));
-  window.addEventListener("pagehide", () => {
-    if (session) fetch(`/api/sessions/${session.id}`, { method: "DELETE", keepalive: true }).catch(() => {});
-  });
+  closeOnPageHide(() => session?.id);
   setButtons();
 }
 
@@ -42,24 +40,7 @@ function seats() {
   fill($("#play-seat"), Array.from({ length: n }, (_, i) => `lab_${i}`), "lab_0");
 }
 
-async function run(fn) {
-  if (busy) return;
-  busy = true;
-  setButtons();
-  const status = $("#play-status");
-  status.classList.remove("error");
-  try {
-    await fn();
-  } catch (e) {
-    status.classList.add("error");
-    status.textContent = `Error: ${e.message}`;
-  } finally {
-    busy = false;
-    setButtons();
-  }
-}
-
-function setButtons() {
+function setButtons(busy = run.busy()) {
   const live = session && !session.done;
   $("#play-new").disabled = busy;
   $("#play-submit").disabled = busy || !live;
@@ -67,10 +48,8 @@ function setButtons() {
 }
 
 async function closeCurrent() {
-  if (session) {
-    await api(`/api/sessions/${session.id}`, { method: "DELETE" }).catch(() => {}); // it may have expired
-    session = null;
-  }
+  await closeSession(session?.id);
+  session = null;
 }
 
 async function takeSeat() {

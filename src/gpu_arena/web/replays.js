@@ -2,7 +2,7 @@
 // the stored episodes of A's task, split and seed), and a fork at the shown step into a new session that
 // Play then drives (POST /api/episodes/{ref}/fork?step=k).
 import { barChart } from "./charts.js";
-import { $, api, clear, fill, fmt, h, kv, signed, table } from "./dom.js";
+import { $, api, clear, fill, fmt, h, kv, sectionRunner, signed, table } from "./dom.js";
 import { describeAction, observationCards } from "./observation.js";
 import { adoptSession } from "./play.js";
 
@@ -27,16 +27,8 @@ export async function initReplays(ov) {
   await loadList();
 }
 
-async function guarded(fn) {
-  const status = $("#replays-status");
-  status.classList.remove("error");
-  try {
-    await fn();
-  } catch (e) {
-    status.classList.add("error");
-    status.textContent = `Error: ${e.message}`;
-  }
-}
+// panes load independently: A and B may load at once
+const guarded = sectionRunner("#replays-status", () => {}, { exclusive: false });
 
 function label(e) {
   const who = e.source === "eval" ? `run #${e.run_id} ${e.policy}` : `served ${e.created_at}${e.forked_from ? " (fork)" : ""}`;
