@@ -209,3 +209,69 @@ def test_oracle_bids_exactly_what_the_seller_accepts():
     ep.step({"lab_0": bid})
     answer = make_policy("selfish", seed=0, acceptance_margin=0.1).act(ep.observe("lab_1"))
     assert answer.action_type == "accept_offer"
+
+
+def test_rule_expert_opens_an_auction_low_and_raises_only_when_outbid():
+    # pitches are taken in rounds 0 and 1 (first-price): round 0 opens low, since a rival's pitch
+    # can still be answered in round 1
+    w = auction_world(budget=80.0)
+    value = next(b.marginal_value for b in observe(w, "lab_0").public_market.blocks if b.block_id == "b_a_1")
+    assert value is not None and value > 10
+    opening = RuleExpertPolicy(seed=0).act(observe(w, "lab_0"))
+    assert opening.action_type == "make_pitch" and 0 < opening.payment <= 0.15 * value
+    # it leads: nothing to raise
+    w.auctions["a_1"].pitches["lab_0"] = Pitch("lab_0", opening.payment, "j_0_0", "", 0)
+    assert RuleExpertPolicy(seed=0).act(observe(w, "lab_0")).action_type != "counter_pitch"
+    # outbid with a round left: it answers just above the rival
+    rival = opening.payment + 3.0
+    w.auctions["a_1"].pitches["lab_1"] = Pitch("lab_1", rival, None, "", 0)
+    answer = RuleExpertPolicy(seed=0).act(observe(w, "lab_0"))
+    assert answer.action_type == "counter_pitch" and answer.target_lab_id == "lab_1"
+    assert rival < answer.payment <= rival + 1.0 + 1e-9
+    # in the last round a rival may still answer in the same round: it leaves a step of room
+    w.round_index = 1
+    last = RuleExpertPolicy(seed=0).act(observe(w, "lab_0"))
+    assert last.action_type == "counter_pitch" and last.payment >= rival + max(1.0, 0.1 * value) - 0.01
+
+
+def test_rule_expert_keeps_what_its_pool_proposal_names():
+    # while its proposal gathers consents, it neither sells a block it committed nor buys one it
+    # asked a member for (either breaks the proposal), and keeps the payment in its budget
+    w = pool_world()
+    me = RuleExpertPolicy(seed=0)
+    proposal = me.act(observe(w, "lab_0"))
+    assert proposal.action_type == "form_coalition"
+    ep = Episode(w, controlled=())
+    ep.step({"lab_0": proposal,
+             "lab_1": act("send_offer", target_lab_id="lab_0", requested_block_ids=["b_0_0"], payment=60.0),
+             "lab_2": act("send_offer", target_lab_id="lab_0", block_ids=["b_2_0"], payment=1.0)})
+    view = ep.observe("lab_0")
+    incoming = [o for o in view.active_offers if o.direction == "incoming"]
+    sale = next(o for o in incoming if o.requested_block_ids == ["b_0_0"])
+    assert me.offer_value(view, sale, OwnPlanner(view)) > 10  # worth taking, were it not for the proposal
+    held, reserve = me.pool_hold(view)
+    assert {"b_0_0", "b_1_0", "b_2_0"} <= held and reserve >= proposal.payment
+    action = me.act(view)
+    assert action.action_type != "accept_offer"
+    assert not (action.action_type == "send_offer" and held & {*action.requested_block_ids, *action.block_ids})
+    assert (action.payment or 0.0) <= view.controlled_lab_budget - reserve + 1e-9
+
+
+def test_rule_expert_counts_a_proposers_own_blocks_toward_completion():
+    # lab_1 proposes the scripted way: it asks for b_0_0 and commits none of its own blocks, but its
+    # own fitting block b_1_0 completes the job with b_0_0; lab_0's half share is then worth
+    # committing a block that costs it 16 of energy for a payment of 5
+    def proposal(own_block_fits: bool) -> Episode:
+        blocks = [block("b_0_0", "lab_0", gpus=4, start=5, duration=2, energy=2.0),
+                  block("b_1_0", "lab_1", gpus=4, start=5, duration=2, rel=0.95 if own_block_fits else 0.5)]
+        jobs = [job("j_1_p", "lab_1", hours=16, deadline=8, value=60.0, min_rel=0.8, pooled=True),
+                job("j_0_0", "lab_0", hours=2, deadline=3, value=5.0)]
+        w = make_world(blocks, jobs, n_labs=2, rounds=8, task="coalition_market", budget=80.0)
+        ep = Episode(w, controlled=())
+        ep.step({"lab_1": act("form_coalition", job_id="j_1_p", member_lab_ids=["lab_0"],
+                              requested_block_ids=["b_0_0"], payment=5.0, shares={"lab_1": 0.5, "lab_0": 0.5})})
+        return ep
+
+    assert RuleExpertPolicy(seed=0).act(proposal(True).observe("lab_0")).action_type == "commit_to_coalition"
+    # the same proposal whose pool stays short (b_1_0 is below the job's reliability floor) pays a fifth
+    assert RuleExpertPolicy(seed=0).act(proposal(False).observe("lab_0")).action_type != "commit_to_coalition"

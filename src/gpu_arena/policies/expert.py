@@ -19,12 +19,14 @@ plan uses is allocated (gone) the round before it opens. ``rule_expert``
   against shocks), every value share its own and a payment of about half of what completion
   adds. Members judge the payment as split equally among them and must each find a free round
   in the consent window, so it picks the window and member set with the best odds; a backup
-  proposal with a later window follows a round later;
+  proposal with a later window follows a round later. While a proposal gathers consents it
+  trades none of the blocks it names and keeps its payment in the budget (decision 0016);
 * consents to others' coalitions when the payment it receives (split by committed hours, as the
   server splits it) and its discounted share cover what its committed blocks are worth to it and
-  the energy it must pay to run them;
+  the energy it must pay to run them (a proposer's own free fitting blocks count toward the
+  pool's completion: a scripted proposer commits none);
 * pitches in emergency auctions at most what the block is worth once the bid is paid (the bid
-  leaves less budget for energy);
+  leaves less budget for energy), opening low and raising only when outbid;
 * bids for the block that adds most to its plan, weighted by the odds its owner answers before
   the block opens: a nominal probe first where a counter still has time to settle (an owner that
   does not use the block takes it, one that does counters with its price), then a rising share
@@ -190,6 +192,14 @@ class RuleExpertPolicy(Negotiator):
             paid = c.payment * hours.get(me, 0) / total
             pooled = sum(self.hours_of(obs, b) if b not in owned else owned[b].gpu_hours
                          for bs in c.commitments.values() for b in bs)
+            # a proposer commits its own blocks through its plan, not the proposal: its free fitting
+            # blocks (public) count toward completion too
+            committed = {b for bs in c.commitments.values() for b in bs}
+            floor = next((p.min_reliability for p in obs.public_market.pooled_jobs if p.job_id == c.job_id), 0.0)
+            pooled += sum(b.gpu_hours for b in obs.public_market.blocks if b.owner == c.proposer
+                          and b.block_id not in committed and b.status in ("free", "reserved")
+                          and b.start_round > obs.round_index
+                          and b.end_round <= c.deadline_round and b.reliability >= floor)
             # the pooled job's value is private: estimate it from its public hours, in full only if
             # the pool completes it (a pooled job pays a fifth for partial hours)
             done = min(1.0, pooled / max(1, c.gpu_hours_required))
@@ -219,9 +229,13 @@ class RuleExpertPolicy(Negotiator):
         """
         r = obs.round_index
         budgets = {lab.lab_id: lab.budget for lab in obs.visible_labs}
-        # an offer whose sender has since spent the money it promised can no longer settle
+        held, reserve = self.pool_hold(obs)
+        # an offer whose sender has since spent the money it promised can no longer settle, and one
+        # naming a block of its own pending pool proposal would break that proposal
         incoming = [o for o in obs.active_offers if o.direction == "incoming" and not self.refuses(obs, o.sender)
-                    and o.payment <= budgets.get(o.sender, 0.0) + 1e-9 and o.requested_payment <= obs.controlled_lab_budget]
+                    and o.payment <= budgets.get(o.sender, 0.0) + 1e-9
+                    and o.requested_payment <= obs.controlled_lab_budget - reserve
+                    and not held & {*o.block_ids, *o.requested_block_ids}]
         if urgent_only:
             opening = {b.block_id for b in (*obs.owned_blocks, *obs.public_market.blocks) if b.start_round <= r + 1}
             incoming = [o for o in incoming if o.expires_round <= r + 1
@@ -276,6 +290,18 @@ class RuleExpertPolicy(Negotiator):
         return None
 
     # ------------------------------------------------------------------ its own pooled job
+
+    def pool_hold(self, obs: Any) -> tuple[set[str], float]:
+        """What its own pending pool proposals hold: every block they name (trading one away, or
+        buying one from a member, breaks the proposal) and the money it must still have when the
+        last member consents (the payment plus the energy of its own committed blocks)."""
+        me = obs.controlled_lab_id
+        pending = [c for c in obs.active_coalitions if c.proposer == me and c.status == "proposed"]
+        blocks = {b for c in pending for bs in c.commitments.values() for b in bs}
+        owned = {b.block_id: b for b in obs.owned_blocks}
+        money = max((c.payment + sum(owned[b].energy_cost * owned[b].gpu_hours for b in c.commitments.get(me, [])
+                                     if b in owned) for c in pending), default=0.0)
+        return blocks, money
 
     def pool_job(self, obs: Any) -> Any | None:
         """Its open pooled job that no coalition serves and that still misses hours."""
@@ -464,29 +490,47 @@ class RuleExpertPolicy(Negotiator):
 
     # ------------------------------------------------------------------ auctions
 
+    PITCH_OPEN = 0.1  # share of the block's value opened with while a rival can still be answered
+    PITCH_LAST = 0.3  # share bid when the round is the last one that takes pitches
+
     def pitch(self, obs: Any) -> Action | None:
-        """Bid for an emergency-auction block no more than it is worth after paying the bid."""
-        me = obs.controlled_lab_id
+        """Bid for an emergency-auction block no more than it is worth after paying the bid.
+
+        The auction is first-price and takes pitches for two rounds, and the scripted labs bid
+        a share of the block's value to them: it opens low while a rival's pitch can still be
+        answered next round (most auctions draw one pitch or none), and raises only when
+        outbid; in the last round it bids to win, up to its cap.
+        """
+        me, r = obs.controlled_lab_id, obs.round_index
         for a in obs.public_market.auctions:
-            if a.status != "open" or a.close_round <= obs.round_index:
+            if a.status != "open" or a.close_round <= r:
                 continue
             block = next((b for b in obs.public_market.blocks if b.block_id == a.block_id), None)
-            if block is None or not (block.marginal_value or 0) > 0.5:
+            value = (block.marginal_value or 0.0) if block is not None else 0.0
+            if block is None or not value > 0.5:
                 continue
-            cap = self.max_bid(obs, block)
+            # money held for its pending pool proposal is not bid away
+            cap = min(self.max_bid(obs, block), self.cents(obs.controlled_lab_budget - self.pool_hold(obs)[1],
+                                                            obs.controlled_lab_budget))
             mine = next((p for p in a.pitches if p.lab_id == me), None)
-            top = max(a.pitches, key=lambda p: p.bid, default=None)
+            top = max(a.pitches, key=lambda p: (p.bid, p.lab_id), default=None)
             job = self.fitting_job(obs, block)
+            last = r >= a.close_round - 1
+            step = max(1.0, 0.1 * value)
+            if top is not None and top.lab_id == me:
+                continue  # it leads: raising would only pay more
+            rival = top.bid if top is not None else 0.0
+            # while it can still answer, the least that leads; in the last round a rival may answer
+            # in the same round, so it leaves a step of room above the best pitch so far
+            want = max(value * (self.PITCH_LAST if last else self.PITCH_OPEN), rival + (step if last else 1.0))
+            bid = self.cents(min(cap, want), obs.controlled_lab_budget)
+            if bid <= rival or bid <= 0:
+                continue
             if mine is None:
-                bid = self.cents(min(cap, block.marginal_value * self.opening_share(obs)), obs.controlled_lab_budget)
-                if bid > 0 and (top is None or bid > top.bid):
-                    return Action("make_pitch", payment=bid, job_id=job, message=self.pitch_text(obs, job))
-            if top is not None and top.lab_id != me and top.bid + 1 <= cap:
-                raise_to = self.cents(min(cap, top.bid + max(1.0, 0.1 * block.marginal_value)),
-                                      obs.controlled_lab_budget)
-                if raise_to > top.bid:
-                    return Action("counter_pitch", target_lab_id=top.lab_id, payment=raise_to, job_id=job,
-                                  message=self.pitch_text(obs, job))
+                return Action("make_pitch", payment=bid, job_id=job, message=self.pitch_text(obs, job))
+            assert top is not None
+            return Action("counter_pitch", target_lab_id=top.lab_id, payment=bid, job_id=job,
+                          message=self.pitch_text(obs, job))
         return None
 
     def max_bid(self, obs: Any, block: Any) -> float:
@@ -518,10 +562,11 @@ class RuleExpertPolicy(Negotiator):
         quoted = {b for o in obs.active_offers if o.direction == "incoming" for b in o.block_ids}
         pending = [market[b] for b in pending_ids if b in market]
         finished = {lab.lab_id for lab in obs.visible_labs if lab.finished}
+        held, reserve = self.pool_hold(obs)
         wanted = [b for b in obs.public_market.blocks
                   if b.tradeable and b.owner not in (None, me) and b.owner not in finished
                   and (b.marginal_value or 0) > 0.5 and b.start_round >= r + 2
-                  and b.block_id not in pending_ids and b.block_id not in quoted
+                  and b.block_id not in pending_ids and b.block_id not in quoted and b.block_id not in held
                   and self.asked.get(b.block_id, 0) <= len(self.SCHEDULE) and not self.is_cold(obs, b.owner or "")]
         if not wanted:
             return None
@@ -547,6 +592,8 @@ class RuleExpertPolicy(Negotiator):
         _key, block, value = best
         tries = self.asked.get(block.block_id, 0)
         price = self.bid_price(obs, block, value, tries)
+        if price is not None and price > obs.controlled_lab_budget - reserve:
+            return None  # the money is held for its pool proposal until that settles
         if price is None or (tries and price <= self.last_price.get(block.block_id, -1.0)):
             self.asked[block.block_id] = len(self.SCHEDULE) + 1
             return None  # cannot raise the bid (budget): asking again would only be spam
@@ -580,6 +627,7 @@ class RuleExpertPolicy(Negotiator):
         and opening late enough to be sold."""
         r = obs.round_index
         offered = {b for o in obs.active_offers for b in (*o.block_ids, *o.requested_block_ids)}
+        offered |= self.pool_hold(obs)[0]
         spare = [b for b in obs.owned_blocks if b.tradeable and (b.marginal_value or 0) <= 0 and not b.no_resale
                  and b.block_id not in offered and b.start_round >= r + 2]
         market = {b.block_id: b for b in obs.public_market.blocks}
