@@ -11,8 +11,8 @@ set -euo pipefail
 OUT=${1:-.arena/small-run}
 GA=${GA:-.venv/bin/gpu-arena}
 TASK=${TASK:-single_trade}
-DATA_SEEDS=${DATA_SEEDS:-300}      # rule_expert episodes (train seeds 0..N-1)
-SFT_STEPS=${SFT_STEPS:-150}        # optimiser steps of 4 episodes (2 epochs of 300)
+DATA_SEEDS=${DATA_SEEDS:-800}      # rule_expert episodes (train seeds 0..N-1)
+SFT_STEPS=${SFT_STEPS:-200}        # optimiser steps of 4 episodes (1 epoch of 800)
 GRPO_STEPS=${GRPO_STEPS:-60}       # optimiser steps of 2 worlds x 4 rollouts (train seeds from 1000)
 EVAL_SEEDS=${EVAL_SEEDS:-100}      # holdout seeds 0..N-1
 export TRL_EXPERIMENTAL_SILENCE=1 TOKENIZERS_PARALLELISM=false

@@ -117,8 +117,9 @@ def check_grpo_rewards(tmp_path: Path, scripted: Path, env_url: str | None) -> N
 
     model, tok = load_pretrained(scripted)
     run = GRPORun(output_dir=str(tmp_path / "out"), model=str(scripted), preset="tiny", max_steps=2,
-                  num_generations=2, seeds=(5, 6, 7), env_url=env_url).resolved()
+                  num_generations=2, seeds=(5, 6, 7), env_url=env_url, scale_rewards="batch", beta=0.02).resolved()
     trainer = build_trainer(run, model, tok)
+    assert trainer.args.scale_rewards == "batch" and trainer.args.beta == pytest.approx(0.02)
 
     # the prompt the trainer renders is the one an agent in tools mode sends
     env = ArenaToolEnv()
@@ -221,6 +222,9 @@ def test_train_commands_report_bad_input(tmp_path: Path, sft_data: Path) -> None
     assert res.exit_code != 0 and "no such file" in said(res)
     res = runner.invoke(app, ["train", "grpo", "--preset", "tiny", "--output", str(tmp_path / "g")])
     assert res.exit_code != 0 and "--model" in said(res)
+    res = runner.invoke(app, ["train", "grpo", "--preset", "tiny", "--model", str(tmp_path), "--scale-rewards", "std",
+                              "--output", str(tmp_path / "g")])
+    assert res.exit_code != 0 and "unknown scale_rewards 'std'" in said(res)
     res = runner.invoke(app, ["train", "sft", "--preset", "huge", "--data", str(sft_data), "--output",
                               str(tmp_path / "h")])
     assert res.exit_code != 0 and "unknown preset" in said(res)

@@ -125,6 +125,8 @@ def train_grpo(
                                                                         "(tool results included)"),
     max_turn_tokens: int = typer.Option(128, min=8, help="tokens the model may generate per turn"),
     beta: float | None = typer.Option(None, min=0.0, help="KL coefficient against the starting model (0: none)"),
+    scale_rewards: str | None = typer.Option(None, help="advantage scaling: group | batch | none "
+                                                        "(default: the preset's)"),
     lora: bool | None = typer.Option(None, "--lora/--full", help="LoRA adapters (merged at the end) or full"),
     seed: int = typer.Option(0, help="seed (sampling, data order)"),
     db: str | None = typer.Option(None, help="SQLite store (default .arena/arena.db or $GPU_ARENA_DB)"),
@@ -140,7 +142,7 @@ def train_grpo(
             seeds=tuple(range(seed_start, seed_start + seeds)), env_url=env_url, opponents=opponents,
             max_steps=steps, num_generations=generations, prompts_per_step=prompts_per_step, learning_rate=lr,
             temperature=temperature, max_completion_length=max_completion_length, max_turn_tokens=max_turn_tokens,
-            beta=beta, lora=lora, seed=seed, db=db, overwrite=overwrite))
+            beta=beta, scale_rewards=scale_rewards, lora=lora, seed=seed, db=db, overwrite=overwrite))
     except _common_train_errors() as e:
         raise _fail(e) from None
     final = result.get("final") or {}

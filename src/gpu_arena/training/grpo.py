@@ -24,7 +24,7 @@ from ..llm.prompts import system_prompt
 from ..llm.tools import action_tools
 from .arena_env import ArenaToolEnv, reward_functions
 from .common import MetricsCallback, check_output_dir, describe_model, logged_run, starting_model, use_cpu
-from .presets import PresetError, get_preset, save_checkpoint
+from .presets import SCALE_REWARDS, PresetError, get_preset, save_checkpoint
 from .runlog import RunLog
 
 
@@ -49,6 +49,7 @@ class GRPORun:
     max_completion_length: int | None = None
     max_turn_tokens: int = 128  # tokens the model may generate per turn (an action needs far fewer)
     beta: float | None = None
+    scale_rewards: str | None = None  # "group" | "batch" | "none" (TRL scale_rewards)
     lora: bool | None = None
     seed: int = 0
     db: str | None = None
@@ -63,7 +64,8 @@ class GRPORun:
                        learning_rate=pick(self.learning_rate, d.learning_rate),
                        temperature=pick(self.temperature, d.temperature),
                        max_completion_length=pick(self.max_completion_length, d.max_completion_length),
-                       beta=pick(self.beta, d.beta), lora=pick(self.lora, d.lora))
+                       beta=pick(self.beta, d.beta), scale_rewards=pick(self.scale_rewards, d.scale_rewards),
+                       lora=pick(self.lora, d.lora))
 
     def validate(self) -> None:
         for t in self.tasks:
@@ -75,6 +77,8 @@ class GRPORun:
             raise PresetError("no seeds given")
         if self.model is None and get_preset(self.preset).model is not None:
             raise PresetError(f"GRPO with preset {self.preset} starts from a checkpoint: pass --model (the SFT output)")
+        if self.scale_rewards is not None and self.scale_rewards not in SCALE_REWARDS:
+            raise PresetError(f"unknown scale_rewards {self.scale_rewards!r}; expected one of {', '.join(SCALE_REWARDS)}")
         if (self.num_generations or 2) < 2:
             raise PresetError("num_generations must be at least 2 (GRPO compares rollouts within a group)")
 
@@ -100,6 +104,7 @@ def build_trainer(run: GRPORun, model: Any, tokenizer: Any, callbacks: list[Any]
         gradient_accumulation_steps=per_step, num_generations=g, learning_rate=float(run.learning_rate or 1e-5),
         lr_scheduler_type="constant", warmup_steps=0, temperature=float(run.temperature or 1.0),
         max_completion_length=int(run.max_completion_length or 1024), beta=float(run.beta or 0.0),
+        scale_rewards=str(run.scale_rewards or "group"),
         # one turn's cap (the whole rollout's is max_completion_length): a model that babbles instead
         # of calling a tool loses that round, as an agent with max_tokens would
         generation_kwargs={"max_new_tokens": int(run.max_turn_tokens)},
