@@ -275,3 +275,36 @@ def test_rule_expert_counts_a_proposers_own_blocks_toward_completion():
     assert RuleExpertPolicy(seed=0).act(proposal(True).observe("lab_0")).action_type == "commit_to_coalition"
     # the same proposal whose pool stays short (b_1_0 is below the job's reliability floor) pays a fifth
     assert RuleExpertPolicy(seed=0).act(proposal(False).observe("lab_0")).action_type != "commit_to_coalition"
+
+
+def idle_risk_world():
+    """lab_0's pooled job (24 h) needs lab_1's and lab_2's blocks with its own b_0_0; its own b_0_1
+    also fits the pooled job but runs its job j_0_0 and opens the round after a two-round consent
+    window closes, so a proposal committing it holds it unallocated until then (b_2_0 opens in round
+    3: only a two-round window can pool it)."""
+    blocks = [block("b_0_0", "lab_0", gpus=4, start=5, duration=2), block("b_0_1", "lab_0", gpus=4, start=3, duration=1),
+              block("b_1_0", "lab_1", gpus=4, start=5, duration=2), block("b_2_0", "lab_2", gpus=4, start=3, duration=2)]
+    jobs = [job("j_0_p", "lab_0", hours=24, deadline=8, value=120.0, min_rel=0.8, pooled=True),
+            job("j_0_0", "lab_0", hours=4, deadline=4, value=30.0),
+            job("j_1_0", "lab_1", hours=2, deadline=9, value=5.0), job("j_2_0", "lab_2", hours=1, deadline=3, value=4.0)]
+    return make_world(blocks, jobs, n_labs=3, rounds=8, task="coalition_market", budget=80.0)
+
+
+def test_rule_expert_does_not_hold_a_block_its_other_job_needs_when_the_pool_completes_without_it():
+    # decision 0016, third round: a held block that idles if the proposal fails costs its other job;
+    # the pool can do without b_0_1, so the proposal leaves it to j_0_0
+    w = idle_risk_world()
+    view = observe(w, "lab_0")
+    b01 = next(b for b in view.owned_blocks if b.block_id == "b_0_1")
+    assert (b01.marginal_value or 0.0) > 10 and b01.best_job == "j_0_0"
+    me = RuleExpertPolicy(seed=0)
+    proposal = me.act(view)
+    assert proposal.action_type == "form_coalition" and proposal.job_id == "j_0_p"
+    # both pools need both members; the one without b_0_1 risks nothing of j_0_0
+    assert proposal.block_ids == ("b_0_0",) and set(proposal.requested_block_ids) == {"b_1_0", "b_2_0"}
+    pooled_job = next(j for j in view.private_jobs if j.job_id == "j_0_p")
+    assert RuleExpertPolicy.idles_on_failure(b01, pooled_job, settle_by=view.round_index + 2)
+    assert not RuleExpertPolicy.idles_on_failure(b01, pooled_job, settle_by=view.round_index + 1)
+    # played out, the seat allocates b_0_1 to j_0_0 before it opens whatever the members do
+    ep = run(idle_risk_world(), {"lab_0": RuleExpertPolicy(seed=0)})
+    assert ep.world.blocks["b_0_1"].job_id == "j_0_0"

@@ -20,7 +20,9 @@ plan uses is allocated (gone) the round before it opens. ``rule_expert``
   adds. Members judge the payment as split equally among them and must each find a free round
   in the consent window, so it picks the window and member set with the best odds; a backup
   proposal with a later window follows a round later. While a proposal gathers consents it
-  trades none of the blocks it names and keeps its payment in the budget (decision 0016);
+  trades none of the blocks it names and keeps its payment in the budget (decision 0016), so
+  it leaves out its own blocks that its other jobs need where the pool can do without them
+  (held to the end of the window, they idle if the proposal fails);
 * consents to others' coalitions when the payment it receives (split by committed hours, as the
   server splits it) and its discounted share cover what its committed blocks are worth to it and
   the energy it must pay to run them (a proposer's own free fitting blocks count toward the
@@ -388,6 +390,28 @@ class RuleExpertPolicy(Negotiator):
         own = sorted((b for b in obs.owned_blocks if b.tradeable and fits(b, job) and b.start_round > settle_by),
                      key=lambda b: (b.start_round <= settle_by + 1, b.marginal_value or 0.0, -b.gpu_hours,
                                     b.block_id))
+        # the pool as it stands, and the same pool without its own blocks that its other jobs use and
+        # that open right after the consents close: those are held, unallocated, for the proposal
+        # while a member may still consent, and idle if it fails (decision 0016, third round)
+        safe = [b for b in own if not self.idles_on_failure(b, job, settle_by)]
+        plans = [self.pool_plan_with(obs, job, ttl, exclude, mine) for mine in ([own, safe] if safe != own else [own])]
+        found = [p for p in plans if p is not None]
+        return max(found, key=lambda p: p[0]) if found else None
+
+    @staticmethod
+    def idles_on_failure(block: Any, job: Any, settle_by: int) -> bool:
+        """Whether its own ``block``, committed to a proposal for ``job`` whose consents close at
+        ``settle_by``, costs its other jobs if the proposal fails: it opens the round after, so it
+        cannot be allocated the round before (the proposal still holds it), and its plan uses it."""
+        return bool(block.start_round <= settle_by + 1 and (block.marginal_value or 0.0) > 0.5
+                    and block.best_job != job.job_id)
+
+    def pool_plan_with(self, obs: Any, job: Any, ttl: int, exclude: set[str], own: list[Any]
+                       ) -> tuple[float, int, list[Any], dict[str, list[Any]], float] | None:
+        """:meth:`pool_plan` with its own blocks drawn from ``own``, in that order. The expected
+        gain counts what its own held blocks lose if the proposal fails (:meth:`idles_on_failure`)."""
+        r = obs.round_index
+        settle_by = r + ttl
         missing = job.gpu_hours_required - job.assigned_hours
         committed: list[Any] = []
         for b in own:
@@ -410,6 +434,8 @@ class RuleExpertPolicy(Negotiator):
         budget = obs.controlled_lab_budget - own_cost
         if bonus <= 0 or budget <= 0:
             return None
+        idle_risk = sum(max(0.0, b.marginal_value or 0.0) for b in committed
+                        if self.idles_on_failure(b, job, settle_by))
         best: tuple[float, int, list[Any], dict[str, list[Any]], float] | None = None
         owners = sorted(by_owner)
         for mask in range(1, 1 << len(owners)):
@@ -427,7 +453,7 @@ class RuleExpertPolicy(Negotiator):
             if payment <= 0:
                 continue
             success = math.prod(self.consent_odds(obs, o, bs, payment / len(chosen), ttl) for o, bs in chosen.items())
-            value = success * (bonus - payment)
+            value = success * (bonus - payment) - (1.0 - success) * idle_risk
             if value > 0 and (best is None or value > best[0]):
                 best = (value, ttl, committed, chosen, payment)
         return best
