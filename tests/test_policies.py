@@ -157,3 +157,39 @@ def test_a_counter_moves_the_money_the_right_way():
     free = act("send_offer", target_lab_id="lab_1", block_ids=["b_0_0"], requested_payment=1.0)
     answer_, _ = answer("selfish", free, acceptance_margin=0.2)
     assert answer_.action_type == "reject_offer"
+
+
+def test_no_archetype_accepts_an_offer_its_sender_can_no_longer_pay():
+    # the sender's budget (public) fell below its payment after it sent the offer: the offer cannot
+    # settle, and accepting it would waste the round (every round, until it expires)
+    offer = act("send_offer", target_lab_id="lab_1", requested_block_ids=["b_1_1"], payment=2.0)
+    for name in ("cooperative", "selfish", "deadline_panicked", "retaliatory"):
+        action, ep = answer(name, offer)
+        assert action.action_type == "accept_offer"
+        ep.world.labs["lab_0"].budget = 1.0
+        ep.world.version += 1  # views are cached per world version
+        pol = make_policy(name, seed=1)
+        assert pol.act(ep.observe("lab_1")).action_type != "accept_offer", name
+
+
+def pool_offer_world(energy: float):
+    """lab_0 proposes to pool lab_1's b_1_0 (8 GPU-hours at ``energy`` a GPU-hour, idle for lab_1's own job)."""
+    blocks = [block("b_0_0", "lab_0", gpus=4, start=5, duration=2),
+              block("b_1_0", "lab_1", gpus=4, start=5, duration=2, energy=energy)]
+    jobs = [job("j_0_p", "lab_0", hours=16, deadline=8, value=100.0, min_rel=0.8, pooled=True),
+            job("j_1_0", "lab_1", hours=2, deadline=3, value=5.0)]
+    w = make_world(blocks, jobs, n_labs=2, rounds=8, task="coalition_market")
+    ep = Episode(w, controlled=())
+    ep.step({"lab_0": act("form_coalition", job_id="j_0_p", member_lab_ids=["lab_1"], block_ids=["b_0_0"],
+                          requested_block_ids=["b_1_0"], payment=3.0, shares={"lab_0": 0.9, "lab_1": 0.1})})
+    assert ep.last_results["lab_0"].ok, ep.last_results["lab_0"]
+    return ep
+
+
+def test_a_member_counts_the_energy_its_pooled_blocks_will_burn():
+    # the block is worth nothing to lab_1's own job, so only the energy it pays to run it in the
+    # pool weighs against the payment and the expected share
+    cheap = make_policy("cooperative", seed=1).act(pool_offer_world(energy=0.1).observe("lab_1"))
+    assert cheap.action_type == "commit_to_coalition"
+    dear = make_policy("cooperative", seed=1).act(pool_offer_world(energy=3.0).observe("lab_1"))
+    assert dear.action_type != "commit_to_coalition"

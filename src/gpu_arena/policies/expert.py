@@ -799,10 +799,12 @@ class OraclePolicy(RuleExpertPolicy):
         return 1.0 if self.losses(block.owner, [block.block_id])[0] > 0.5 else 0.0
 
     def member_need(self, lab: str, blocks: list[Any]) -> float | None:
-        """The payment (as split equally, the way a member reckons it) ``lab`` needs to commit."""
+        """The payment (as split equally, the way a member reckons it) ``lab`` needs to commit: what
+        the blocks are worth to its own jobs plus the energy it pays to run them in the pool."""
         _joint, single = self.losses(lab, [b.block_id for b in blocks])
-        need = self.demand(lab, single)
-        return None if need is None else single + need
+        cost = single + sum(b.energy_cost * b.gpu_hours for b in blocks)
+        need = self.demand(lab, cost)
+        return None if need is None else cost + need
 
     def pool_payment(self, obs: Any, chosen: dict[str, list[Any]], bonus: float, budget: float) -> float:
         if self.world is None:

@@ -128,7 +128,12 @@ class Negotiator:
         return block.best_job
 
     def answer_offers(self, obs: Any) -> Action | None:
-        incoming = [o for o in obs.active_offers if o.direction == "incoming"]
+        # an offer whose sender can no longer pay it (budgets are public), or whose asking price
+        # this lab cannot pay, cannot settle: accepting it would only waste the round, every round
+        budgets = {lab.lab_id: lab.budget for lab in obs.visible_labs}
+        incoming = [o for o in obs.active_offers if o.direction == "incoming"
+                    and o.payment <= budgets.get(o.sender, 0.0) + 1e-9
+                    and o.requested_payment <= obs.controlled_lab_budget + 1e-9]
         if not incoming:
             return None
         offer = max(incoming, key=lambda o: (o.value_to_me, o.offer_id))
@@ -184,7 +189,8 @@ class Negotiator:
             energy = sum(owned[b].energy_cost * owned[b].gpu_hours for b in mine)
             if energy > obs.controlled_lab_budget:
                 continue  # it could not pay to run its share
-            cost = sum(owned[b].marginal_value or 0.0 for b in mine)
+            # what its blocks are worth to its own jobs, plus the energy it pays to run them in the pool
+            cost = sum(owned[b].marginal_value or 0.0 for b in mine) + energy
             others = [m for m in c.members if m != c.proposer]
             paid = c.payment / max(1, len(others))
             # the pooled job's value is private: estimate it from its public hours
