@@ -395,7 +395,7 @@ class Episode:
     def metrics(self, optimum: float | None = None) -> dict[str, Any]:
         """Episode metrics: welfare vs the exact optimum, surplus per lab, deal/breach/invalid rates, Gini.
 
-        ``optimum`` may pass the ex-ante optimum if the caller has it (it costs a MILP solve).
+        ``optimum`` may pass the ex-ante optimum if the caller has it (it costs an exact search).
         """
         w = self.world
         utilities = {lid: self.potential(lid) - lab.initial_budget for lid, lab in w.labs.items()}
