@@ -4,6 +4,7 @@ and degenerate strategies that must not pay."""
 from __future__ import annotations
 
 import json
+from dataclasses import asdict
 
 import pytest
 from typer.testing import CliRunner
@@ -26,6 +27,37 @@ def test_rows_are_deterministic_and_independent_of_workers():
     assert a == b
     assert len(a) == 4 and all(set(r) >= REQUIRED for r in a)
     assert all(r["ci_low"] <= r["mean"] <= r["ci_high"] for r in a)
+
+
+def test_the_ray_backend_gives_the_same_rows_and_fills_the_optimum_cache(tmp_path):
+    """A local Ray instance (started and shut down by the call) runs the same jobs as the pool, and
+    the CLI runs it and records the backend with the run."""
+    pytest.importorskip("ray")
+    args = (["rule_expert", "no_negotiation"], ["single_trade", "coalition_market"], "holdout", [0, 1])
+    optima: dict = {}
+    pooled = run_evaluation(*args, workers=1, keep_replays=True)
+    on_ray = run_evaluation(*args, workers=2, backend="ray", optima=optima, keep_replays=True)
+    assert [asdict(r) for r in on_ray] == [asdict(r) for r in pooled]  # returns, metrics and replays
+    assert len(on_ray) == 8 and all(r.replay for r in on_ray)
+    assert set(optima) == {(t, "holdout", s) for t in ("single_trade", "coalition_market") for s in (0, 1)}
+    import ray
+
+    assert not ray.is_initialized()  # the instance it started is gone
+    db, out = tmp_path / "s.db", tmp_path / "results.json"
+    res = CliRunner().invoke(app, ["eval", "--policies", "no_negotiation", "--tasks", "single_trade", "--seeds", "2",
+                                   "--backend", "ray", "--workers", "1", "--db", str(db), "--out", str(out)])
+    assert res.exit_code == 0, res.output
+    assert latest_run(connect(str(db)))["args"]["backend"] == "ray"
+
+
+def test_unknown_backends_are_refused_before_any_work():
+    with pytest.raises(ValueError, match="unknown backend"):
+        run_evaluation(["no_negotiation"], ["single_trade"], "holdout", [0], backend="dask")
+    with pytest.raises(ValueError, match="needs backend='ray'"):
+        run_evaluation(["no_negotiation"], ["single_trade"], "holdout", [0], ray_address="auto")
+    res = CliRunner().invoke(app, ["eval", "--policies", "no_negotiation", "--tasks", "single_trade", "--seeds", "1",
+                                   "--backend", "spark"])
+    assert res.exit_code != 0 and "unknown backend" in res.output
 
 
 def test_bootstrap_ci_is_seeded_and_sane():

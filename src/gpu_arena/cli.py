@@ -82,7 +82,12 @@ def evaluate(
     split: str = typer.Option("holdout", help="train | holdout"),
     seeds: int = typer.Option(100, min=1, help="seeds 0..N-1 (or with --seed-start)"),
     seed_start: int = typer.Option(0, min=0, help="first seed"),
-    workers: int = typer.Option(2, min=1, help="worker processes"),
+    workers: int = typer.Option(2, min=1, help="worker processes (with --backend ray and no --ray-address: "
+                                               "the local Ray instance's CPUs)"),
+    backend: str = typer.Option("process", help="process (a local process pool) | ray (Ray tasks: a local "
+                                                "instance, or the cluster at --ray-address)"),
+    ray_address: str | None = typer.Option(None, help="a running Ray cluster (auto, or ray://head:10001); "
+                                                       "every node needs gpu-arena installed"),
     out: str = typer.Option("results.json", help="JSON output ({'results': [...]})"),
     replays: str | None = typer.Option(None, help="also write every episode's replay to this JSONL file"),
     db: str | None = typer.Option(None, help="SQLite store (default .arena/arena.db or $GPU_ARENA_DB)"),
@@ -127,7 +132,7 @@ def evaluate(
             results = run_evaluation(pol, tsk, split, seed_list, workers=workers, keep_replays=bool(replays),
                                      optima=optima, progress=lambda n: progress.advance(bar, n),
                                      opponents=None if opp == "archetypes" else opp, judge_mode=judge_mode,
-                                     judge=judge)
+                                     judge=judge, backend=backend, ray_address=ray_address)
         except ValueError as e:
             raise typer.BadParameter(str(e)) from None
     duration = time.perf_counter() - t0
@@ -138,6 +143,10 @@ def evaluate(
     paired = paired_differences(((r.policy, r.task, r.split, r.seed, r.episode_return) for r in results), ref)
     args = {"policies": pol, "tasks": tsk, "split": split, "seeds": seeds, "seed_start": seed_start,
             "workers": workers, "reference": ref}
+    if backend != "process":
+        args["backend"] = backend
+        if ray_address:
+            args["ray_address"] = ray_address
     if opp != "archetypes":
         args["opponents"] = opp
     if judge_mode != "none":

@@ -1,4 +1,4 @@
-"""Run policies in the controlled seat over tasks and seeds, on a process pool.
+"""Run policies in the controlled seat over tasks and seeds, on a process pool or a Ray cluster.
 
 One job is one (task, split, seed) with every policy: the world and its exact welfare optimum are
 built once per job, and every policy meets the same opponents on the same world. Results do not
@@ -8,6 +8,8 @@ returned.
 ``opponents`` puts any policy in the other seats (a name such as ``llm:openai:<model>@<url>``
 for all of them, a list in seat order, or a mapping seat -> name; default: the world's
 archetypes), and ``judge_mode``/``judge`` run judge mode with the rule judge or a model judge.
+``backend="ray"`` runs the same jobs as Ray tasks, on a local Ray instance or on the cluster at
+``ray_address`` (every node needs this package installed, at the same version).
 Every model in an episode (the controlled seat's agent, LLM opponents, an LLM judge) reports
 its token and latency ledger in ``EpisodeResult.llm_usage``; :func:`usage_rows` sums them.
 """
@@ -174,10 +176,14 @@ def _job(policies: Sequence[str], task: str, split: str, seed: int, keep_replay:
     return results, (fingerprint, optimum)
 
 
+BACKENDS = ("process", "ray")
+
+
 def run_evaluation(policies: Sequence[str], tasks: Sequence[str], split: str, seeds: Sequence[int], *,
                    workers: int = 1, keep_replays: bool = False, optima: Optima | None = None,
                    progress: Callable[[int], None] | None = None, opponents: OpponentSpec = None,
-                   judge_mode: str = "none", judge: str | None = None) -> list[EpisodeResult]:
+                   judge_mode: str = "none", judge: str | None = None, backend: str = "process",
+                   ray_address: str | None = None) -> list[EpisodeResult]:
     """Every policy × task × seed. ``progress`` is called with the number of episodes just finished.
 
     ``optima`` caches the exact welfare optimum per world (it costs up to seconds a world); it is
@@ -185,7 +191,14 @@ def run_evaluation(policies: Sequence[str], tasks: Sequence[str], split: str, se
     can build them) fills the other seats: one name for all, a list in seat order or a mapping
     seat -> name; None or ``archetypes``: the world's archetypes. ``judge_mode="rule"`` plays judge
     mode; ``judge`` names a model judge (``llm:openai:<model>@<base_url>``) to add to the rules.
+    ``backend``: ``process`` (a local process pool of ``workers``) or ``ray`` (Ray tasks: a local
+    Ray instance with ``workers`` CPUs, or the running cluster at ``ray_address``, e.g. ``auto``
+    or ``ray://head:10001``). The rows are the same whatever the backend.
     """
+    if backend not in BACKENDS:
+        raise ValueError(f"unknown backend {backend!r}; expected one of {', '.join(BACKENDS)}")
+    if ray_address is not None and backend != "ray":
+        raise ValueError("ray_address needs backend='ray'")
     for p in policies:
         make_policy(p)  # fail fast on an unknown name, before any worker starts
     for name in _opponent_names(opponents):
@@ -213,7 +226,10 @@ def run_evaluation(policies: Sequence[str], tasks: Sequence[str], split: str, se
             progress(len(policies))
 
     extra = (opponents, judge_mode, judge)
-    if workers <= 1:
+    if backend == "ray":
+        _run_on_ray([(list(policies), task, split, seed, keep_replays, optima.get((task, split, seed)), *extra)
+                     for task, seed in jobs], workers, ray_address, collect)
+    elif workers <= 1:
         for task, seed in jobs:
             collect(task, seed, _job(policies, task, split, seed, keep_replays, optima.get((task, split, seed)),
                                      *extra))
@@ -229,4 +245,35 @@ def run_evaluation(policies: Sequence[str], tasks: Sequence[str], split: str, se
     return results
 
 
-__all__ = ["EpisodeResult", "play_episode", "run_evaluation", "usage_rows"]
+def _run_on_ray(jobs: list[tuple[Any, ...]], workers: int, address: str | None,
+                collect: Callable[[str, int, tuple[list[EpisodeResult], tuple[str, float]]], None]) -> None:
+    """Run every job (``_job``'s arguments) as a Ray task and hand each result to ``collect`` as it
+    finishes. A Ray instance this call starts (none running, no ``address``) has ``workers`` CPUs
+    and is shut down afterwards; one already running in this process, or a cluster, is left as is.
+    """
+    try:
+        import ray
+    except ImportError:
+        raise ValueError("the ray backend needs Ray: pip install 'gpu-arena[cluster]'") from None
+    started = not ray.is_initialized()
+    if started:
+        # a local instance this tool starts reports no usage statistics (the user did not ask it to);
+        # no dashboard (a web server on a port) and no worker logs echoed into the progress bar
+        if not address:
+            os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+        ray.init(address=address, num_cpus=None if address else max(1, workers), include_dashboard=False,
+                 log_to_driver=False, configure_logging=False)
+    try:
+        remote = ray.remote(num_cpus=1)(_job)
+        pending = {remote.remote(*args): (args[1], args[3]) for args in jobs}
+        while pending:
+            done, _ = ray.wait(list(pending), num_returns=1)
+            for ref in done:
+                task, seed = pending.pop(ref)
+                collect(task, seed, ray.get(ref))
+    finally:
+        if started:
+            ray.shutdown()
+
+
+__all__ = ["BACKENDS", "EpisodeResult", "play_episode", "run_evaluation", "usage_rows"]
