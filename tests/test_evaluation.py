@@ -29,10 +29,11 @@ def test_rows_are_deterministic_and_independent_of_workers():
     assert all(r["ci_low"] <= r["mean"] <= r["ci_high"] for r in a)
 
 
-def test_the_ray_backend_gives_the_same_rows_and_fills_the_optimum_cache(tmp_path):
-    """A local Ray instance (started and shut down by the call) runs the same jobs as the pool, and
-    the CLI runs it and records the backend with the run."""
+def test_the_ray_backend_gives_the_same_rows_and_fills_the_optimum_cache(tmp_path, monkeypatch):
+    """A private local Ray instance (started and shut down by the call, whatever RAY_ADDRESS says)
+    runs the same jobs as the pool, and the CLI runs it and records the backend with the run."""
     pytest.importorskip("ray")
+    monkeypatch.setenv("RAY_ADDRESS", "127.0.0.1:1")  # nothing listens there: only --ray-address may connect
     args = (["rule_expert", "no_negotiation"], ["single_trade", "coalition_market"], "holdout", [0, 1])
     optima: dict = {}
     pooled = run_evaluation(*args, workers=1, keep_replays=True)

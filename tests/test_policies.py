@@ -172,6 +172,22 @@ def test_no_archetype_accepts_an_offer_its_sender_can_no_longer_pay():
         assert pol.act(ep.observe("lab_1")).action_type != "accept_offer", name
 
 
+def test_no_archetype_accepts_an_offer_whose_price_it_cannot_pay():
+    # lab_0 sells lab_1 a block that completes lab_1's small job, for 1.0; lab_1 has only 0.5 left:
+    # accepting cannot settle, a counter paying what it has may
+    w = seller_world()
+    w.jobs["j_1_1"] = job("j_1_1", "lab_1", hours=3, deadline=8, value=6.0)  # b_1_1 and b_0_0 complete it
+    sell = act("send_offer", target_lab_id="lab_1", block_ids=["b_0_0"], requested_payment=1.0)
+    action, ep = answer("cooperative", sell, world=w)
+    assert action.action_type == "accept_offer"
+    ep.world.labs["lab_1"].budget = 0.5
+    ep.world.version += 1
+    action = make_policy("cooperative", seed=1).act(ep.observe("lab_1"))
+    assert action.action_type != "accept_offer"
+    if action.action_type == "counter_offer":
+        assert (action.payment or 0.0) <= 0.5 and not action.requested_payment
+
+
 def pool_offer_world(energy: float):
     """lab_0 proposes to pool lab_1's b_1_0 (8 GPU-hours at ``energy`` a GPU-hour, idle for lab_1's own job)."""
     blocks = [block("b_0_0", "lab_0", gpus=4, start=5, duration=2),

@@ -131,9 +131,10 @@ def test_social_optimum_with_identical_blocks_and_jobs_matches_brute_force(bspec
 # zero state budget (every component goes to the MILP)
 SEARCH_SETTINGS = [
     {"_WELFARE_ROUNDS": ((1, 10**9),)},
-    {"_WELFARE_ROUNDS": ((1, 10**9),), "_WELFARE_KNAPSACK_FROM": 0},
+    {"_WELFARE_ROUNDS": ((1, 10**9),), "_WELFARE_KNAPSACK_FROM": 0, "_WELFARE_CHUNK": 3},
     {"_WELFARE_PACK_LIMIT": 0},
     {"_WELFARE_MAX_STATES": 0},
+    {"_WELFARE_MAX_CANDIDATES": 2},
 ]
 
 
@@ -230,6 +231,18 @@ def test_the_milp_takes_over_past_the_state_budget(monkeypatch):
     monkeypatch.setattr(valuation, "_WELFARE_MAX_STATES", 10)
     assert social_optimum(blocks, jobs) == pytest.approx(searched, abs=1e-6)
     assert calls  # the budget was hit and the MILP answered
+
+
+def test_blocks_without_hours_change_nothing():
+    # a block of zero GPUs among enough others for the knapsack bound to run (it once divided the
+    # knapsack's hours by a zero-sized step)
+    blocks = [block(f"b_{i}", "lab_0", gpus=g, start=1, duration=1, rel=0.9, energy=0.1)
+              for i, g in enumerate([1, 2, 3, 5, 7, 11, 13, 17, 19, 23])]
+    jobs = [job(f"j_0_{k}", "lab_0", hours=40 + k, deadline=9, value=50.0 + k, pc=0.5) for k in range(3)]
+    empty = block("b_z", "lab_0", gpus=0, start=1, duration=1, rel=0.9, energy=0.1)
+    with_empty = social_optimum([*blocks, empty], jobs)
+    assert with_empty == pytest.approx(social_optimum(blocks, jobs), abs=1e-9)
+    assert with_empty == pytest.approx(_welfare_milp(blocks, jobs), abs=1e-6)
 
 
 def test_independent_sub_worlds_add_up():

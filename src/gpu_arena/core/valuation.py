@@ -567,7 +567,7 @@ def social_optimum(blocks: Sequence[Block], jobs: Sequence[Job]) -> float:
     fits both), each solved by :class:`_WelfareSearch`, an exact search over blocks; a component
     whose search outgrows its memory budget is solved by the MILP :func:`_welfare_milp` instead.
     """
-    usable = [b for b in blocks if b.status != BlockStatus.FAILED]
+    usable = [b for b in blocks if b.status != BlockStatus.FAILED and b.hours > 0]  # no hours: adds nothing
     total = 0.0
     live: list[Job] = []
     for j in jobs:
@@ -592,6 +592,11 @@ _WELFARE_MAX_STATES = 500_000
 _WELFARE_ROUNDS = ((256, 300_000), (4096, 2_000_000))
 # past this many states a layer, the exact search adds the knapsack bound (dearer, much tighter)
 _WELFARE_KNAPSACK_FROM = 4096
+# memory: a layer is not expanded when it could yield more candidates than this (states times one
+# plus the jobs the block fits; generated worlds peak near 2.6 million), and the knapsack bound is
+# taken this many states at a time (its work arrays are several times states x jobs floats)
+_WELFARE_MAX_CANDIDATES = 4_000_000
+_WELFARE_CHUNK = 65_536
 # states are packed into one int64 key while the product of the per-job radixes stays below this
 _WELFARE_PACK_LIMIT = 2**62
 # slack of every pruning test: far above the rounding of these sums, far below the 1e-6 tolerance
@@ -650,7 +655,8 @@ class _WelfareSearch:
       capped at its best gain; a fractional knapsack of those lines within ``rest[k]`` hours
       bounds every plan.
 
-    Bounded above by ``_WELFARE_MAX_STATES`` states a layer; past it :meth:`solve` returns None.
+    Bounded above by ``_WELFARE_MAX_STATES`` states a layer and ``_WELFARE_MAX_CANDIDATES``
+    candidates from one layer (memory); past either :meth:`solve` returns None.
     """
 
     def __init__(self, blocks: list[Block], jobs: list[Job]) -> None:
@@ -884,16 +890,21 @@ class _WelfareSearch:
 
     def _exact(self, floor: float, max_work: int) -> float | None:
         """The best welfare of any state whose bounds reach ``floor`` (``floor`` itself when no
-        state does; None past ``_WELFARE_MAX_STATES`` states a layer or ``max_work`` in all)."""
+        state does; None past ``_WELFARE_MAX_STATES`` states a layer, ``_WELFARE_MAX_CANDIDATES``
+        candidates or ``max_work`` states in all)."""
         hm, f = self._start()
         cut = floor - _WELFARE_EPS
         knapsack = False
         work = 0
         for i in range(self.n):
+            if len(f) * (1 + int(self.fits[i].sum())) > _WELFARE_MAX_CANDIDATES:
+                return None
             hm, f, _ub, _parent, _job = self._expand(i, hm, f, cut)
             knapsack = knapsack or len(f) > _WELFARE_KNAPSACK_FROM
             if knapsack and len(f):
-                alive = self._knapsack_bound(i + 1, hm + self.offset, f) >= cut
+                alive = np.concatenate([
+                    self._knapsack_bound(i + 1, hm[a:a + _WELFARE_CHUNK] + self.offset, f[a:a + _WELFARE_CHUNK]) >= cut
+                    for a in range(0, len(f), _WELFARE_CHUNK)])
                 hm, f = hm[alive], f[alive]
             work += len(f)
             if len(f) > _WELFARE_MAX_STATES or work > max_work:

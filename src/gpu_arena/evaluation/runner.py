@@ -248,22 +248,27 @@ def run_evaluation(policies: Sequence[str], tasks: Sequence[str], split: str, se
 def _run_on_ray(jobs: list[tuple[Any, ...]], workers: int, address: str | None,
                 collect: Callable[[str, int, tuple[list[EpisodeResult], tuple[str, float]]], None]) -> None:
     """Run every job (``_job``'s arguments) as a Ray task and hand each result to ``collect`` as it
-    finishes. A Ray instance this call starts (none running, no ``address``) has ``workers`` CPUs
-    and is shut down afterwards; one already running in this process, or a cluster, is left as is.
+    finishes. With no ``address`` the call starts a private local instance with ``workers`` CPUs
+    (never one found through ``RAY_ADDRESS`` or a ``ray start`` on this machine: that needs
+    ``address="auto"``); a Ray already initialised in this process is used as it is. What the call
+    started it shuts down; on a failure or an interrupt, the tasks still pending are cancelled.
     """
     try:
         import ray
     except ImportError:
         raise ValueError("the ray backend needs Ray: pip install 'gpu-arena[cluster]'") from None
     started = not ray.is_initialized()
-    if started:
-        # a local instance this tool starts reports no usage statistics (the user did not ask it to);
-        # no dashboard (a web server on a port) and no worker logs echoed into the progress bar
-        if not address:
-            os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
-        ray.init(address=address, num_cpus=None if address else max(1, workers), include_dashboard=False,
-                 log_to_driver=False, configure_logging=False)
+    # a local instance this tool starts reports no usage statistics (the user did not ask it to)
+    stats_env = "RAY_USAGE_STATS_ENABLED"
+    set_stats = started and not address and stats_env not in os.environ
+    if set_stats:
+        os.environ[stats_env] = "0"
+    pending: dict[Any, tuple[str, int]] = {}
     try:
+        if started:
+            # no dashboard (a web server on a port) and no worker logs echoed into the progress bar
+            ray.init(address=address or "local", num_cpus=None if address else max(1, workers),
+                     include_dashboard=False, log_to_driver=False, configure_logging=False)
         remote = ray.remote(num_cpus=1)(_job)
         pending = {remote.remote(*args): (args[1], args[3]) for args in jobs}
         while pending:
@@ -272,8 +277,13 @@ def _run_on_ray(jobs: list[tuple[Any, ...]], workers: int, address: str | None,
                 task, seed = pending.pop(ref)
                 collect(task, seed, ray.get(ref))
     finally:
-        if started:
-            ray.shutdown()
+        if ray.is_initialized():
+            for ref in pending:  # only left after a failure or an interrupt
+                ray.cancel(ref)
+            if started:
+                ray.shutdown()
+        if set_stats:
+            os.environ.pop(stats_env, None)
 
 
 __all__ = ["BACKENDS", "EpisodeResult", "play_episode", "run_evaluation", "usage_rows"]

@@ -128,19 +128,23 @@ class Negotiator:
         return block.best_job
 
     def answer_offers(self, obs: Any) -> Action | None:
-        # an offer whose sender can no longer pay it (budgets are public), or whose asking price
-        # this lab cannot pay, cannot settle: accepting it would only waste the round, every round
+        # an offer whose sender can no longer pay it (budgets are public) cannot settle: accepting
+        # it would only waste the round, every round until it expires. One whose asking price this
+        # lab cannot pay cannot be accepted either, but a counter paying what it can may settle.
         budgets = {lab.lab_id: lab.budget for lab in obs.visible_labs}
         incoming = [o for o in obs.active_offers if o.direction == "incoming"
-                    and o.payment <= budgets.get(o.sender, 0.0) + 1e-9
-                    and o.requested_payment <= obs.controlled_lab_budget + 1e-9]
+                    and o.payment <= budgets.get(o.sender, 0.0) + 1e-9]
         if not incoming:
             return None
-        offer = max(incoming, key=lambda o: (o.value_to_me, o.offer_id))
+
+        def affordable(o: Any) -> bool:
+            return bool(o.requested_payment <= obs.controlled_lab_budget + 1e-9)
+
+        offer = max(incoming, key=lambda o: (affordable(o), o.value_to_me, o.offer_id))
         if self.refuses(obs, offer.sender):
             return Action("reject_offer", offer_id=offer.offer_id)
         need = self.threshold(obs, self.at_stake(obs, offer))
-        if offer.value_to_me >= need:
+        if offer.value_to_me >= need and affordable(offer):
             blocks = {b.block_id: b for b in obs.public_market.blocks}
             job = None
             for bid in offer.block_ids:
