@@ -10,11 +10,12 @@ import pytest
 from typer.testing import CliRunner
 
 from gpu_arena.cli import app
+from gpu_arena.core.policy import WaitPolicy
 from gpu_arena.core.types import Action
 from gpu_arena.evaluation import aggregate, bootstrap_ci, paired_differences, play_episode, run_evaluation
 from gpu_arena.evaluation.replay import read_jsonl, replay_episode
 from gpu_arena.evaluation.store import connect, latest_run, load_replay, save_run
-from gpu_arena.policies import register_policy
+from gpu_arena.policies import policy_names, register_policy
 
 REQUIRED = {"policy", "task", "split", "n", "mean", "std", "ci_low", "ci_high", "welfare_ratio", "deal_rate",
             "breach_rate", "invalid_rate"}
@@ -34,7 +35,11 @@ def test_the_ray_backend_gives_the_same_rows_and_fills_the_optimum_cache(tmp_pat
     runs the same jobs as the pool, and the CLI runs it and records the backend with the run."""
     pytest.importorskip("ray")
     monkeypatch.setenv("RAY_ADDRESS", "127.0.0.1:1")  # nothing listens there: only --ray-address may connect
-    args = (["rule_expert", "no_negotiation"], ["single_trade", "coalition_market"], "holdout", [0, 1])
+    # a policy registered at run time in this process (a Ray worker is a fresh process: it must be
+    # shipped with the jobs); a lambda over library classes, as a user's script would write it
+    if "patient_test_policy" not in policy_names():
+        register_policy("patient_test_policy", lambda seed=0, **_: WaitPolicy())
+    args = (["rule_expert", "patient_test_policy"], ["single_trade", "coalition_market"], "holdout", [0, 1])
     optima: dict = {}
     pooled = run_evaluation(*args, workers=1, keep_replays=True)
     on_ray = run_evaluation(*args, workers=2, backend="ray", optima=optima, keep_replays=True)

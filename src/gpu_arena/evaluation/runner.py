@@ -17,7 +17,7 @@ its token and latency ledger in ``EpisodeResult.llm_usage``; :func:`usage_rows` 
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -28,7 +28,7 @@ from ..core.types import REWARD_COLUMNS
 from ..core.valuation import social_optimum
 from ..core.worldgen import generate_world
 from ..env import GpuArenaEnv
-from ..policies import make_policy
+from ..policies import install_plugins, make_policy, plugins
 
 
 @dataclass(slots=True)
@@ -228,7 +228,8 @@ def run_evaluation(policies: Sequence[str], tasks: Sequence[str], split: str, se
     extra = (opponents, judge_mode, judge)
     if backend == "ray":
         _run_on_ray([(list(policies), task, split, seed, keep_replays, optima.get((task, split, seed)), *extra)
-                     for task, seed in jobs], workers, ray_address, collect)
+                     for task, seed in jobs], workers, ray_address, collect,
+                    names={*policies, *_opponent_names(opponents)})
     elif workers <= 1:
         for task, seed in jobs:
             collect(task, seed, _job(policies, task, split, seed, keep_replays, optima.get((task, split, seed)),
@@ -245,8 +246,15 @@ def run_evaluation(policies: Sequence[str], tasks: Sequence[str], split: str, se
     return results
 
 
+def _ray_job(extra: tuple[dict[str, Any], dict[str, Any]], *args: Any) -> tuple[list[EpisodeResult], tuple[str, float]]:
+    """``_job`` in a Ray worker, after registering the driver's run-time policies (``plugins()``)."""
+    install_plugins(*extra)
+    return _job(*args)
+
+
 def _run_on_ray(jobs: list[tuple[Any, ...]], workers: int, address: str | None,
-                collect: Callable[[str, int, tuple[list[EpisodeResult], tuple[str, float]]], None]) -> None:
+                collect: Callable[[str, int, tuple[list[EpisodeResult], tuple[str, float]]], None], *,
+                names: Collection[str] = ()) -> None:
     """Run every job (``_job``'s arguments) as a Ray task and hand each result to ``collect`` as it
     finishes. With no ``address`` the call starts a private local instance with ``workers`` CPUs
     (never one found through ``RAY_ADDRESS`` or a ``ray start`` on this machine: that needs
@@ -269,8 +277,13 @@ def _run_on_ray(jobs: list[tuple[Any, ...]], workers: int, address: str | None,
             # no dashboard (a web server on a port) and no worker logs echoed into the progress bar
             ray.init(address=address or "local", num_cpus=None if address else max(1, workers),
                      include_dashboard=False, log_to_driver=False, configure_logging=False)
-        remote = ray.remote(num_cpus=1)(_job)
-        pending = {remote.remote(*args): (args[1], args[3]) for args in jobs}
+        remote = ray.remote(num_cpus=1)(_ray_job)
+        # a Ray worker is a fresh process: the run-time policies (and families) the run names go
+        # with the jobs, pickled by Ray (cloudpickle: a script's lambdas and classes travel by value)
+        mine, families = plugins()
+        prefixes = {n.partition(":")[0] for n in names if ":" in n}
+        extra = ({n: f for n, f in mine.items() if n in names}, {p: f for p, f in families.items() if p in prefixes})
+        pending = {remote.remote(extra, *args): (args[1], args[3]) for args in jobs}
         while pending:
             done, _ = ray.wait(list(pending), num_returns=1)
             for ref in done:

@@ -33,11 +33,17 @@ _REGISTRY: dict[str, Callable[..., Policy]] = {
 BASELINES = ("random_valid", "greedy_hoarder", "always_accept", "no_negotiation", "rule_expert", "oracle")
 
 
+# what register_policy / register_policy_family added in this process: a process pool forked from
+# it inherits them, a Ray worker (a fresh process) gets them through plugins()/install_plugins()
+_PLUGINS: dict[str, Callable[..., Policy]] = {}
+_PLUGIN_FAMILIES: dict[str, Callable[..., Policy]] = {}
+
+
 def register_policy(name: str, factory: Callable[..., Policy]) -> None:
     """Add a policy under ``name`` (for plug-ins and tests); refuses to shadow an existing one."""
     if name in _REGISTRY:
         raise ValueError(f"policy {name!r} is already registered")
-    _REGISTRY[name] = factory
+    _REGISTRY[name] = _PLUGINS[name] = factory
 
 
 FAMILY_ENTRY_POINTS = "gpu_arena.policy_families"
@@ -48,7 +54,24 @@ def register_policy_family(prefix: str, factory: Callable[..., Policy]) -> None:
     """Resolve every name ``<prefix>:<rest>`` with ``factory(rest, **params)``."""
     if prefix in _FAMILIES:
         raise ValueError(f"policy family {prefix!r} is already registered")
-    _FAMILIES[prefix] = factory
+    _FAMILIES[prefix] = _PLUGIN_FAMILIES[prefix] = factory
+
+
+def plugins() -> tuple[dict[str, Callable[..., Policy]], dict[str, Callable[..., Policy]]]:
+    """The policies and families registered at run time in this process (not the built-in ones nor
+    those found through entry points), for :func:`install_plugins` in another process."""
+    return dict(_PLUGINS), dict(_PLUGIN_FAMILIES)
+
+
+def install_plugins(policies: dict[str, Callable[..., Policy]], families: dict[str, Callable[..., Policy]]) -> None:
+    """Register what :func:`plugins` returned in another process; names already present are kept
+    (a worker process may run many jobs)."""
+    for name, factory in policies.items():
+        if name not in _REGISTRY:
+            _REGISTRY[name] = _PLUGINS[name] = factory
+    for prefix, factory in families.items():
+        if prefix not in _FAMILIES:
+            _FAMILIES[prefix] = _PLUGIN_FAMILIES[prefix] = factory
 
 
 def _family(prefix: str) -> Callable[..., Policy] | None:
@@ -91,5 +114,5 @@ def _build(factory: Callable[..., Policy], params: dict[str, Any], *args: Any) -
     return factory(*args, **{k: v for k, v in params.items() if k in accepted})
 
 
-__all__ = ["ARCHETYPES", "BASELINES", "FAMILY_ENTRY_POINTS", "Policy", "make_policy", "policy_families", "policy_names",
-           "register_policy", "register_policy_family"]
+__all__ = ["ARCHETYPES", "BASELINES", "FAMILY_ENTRY_POINTS", "Policy", "install_plugins", "make_policy", "plugins",
+           "policy_families", "policy_names", "register_policy", "register_policy_family"]
