@@ -50,7 +50,7 @@ from ..core.rules import MAX_LIST
 from ..core.types import Action, World
 from ..core.valuation import LabValuer
 from .archetypes import ARCHETYPES
-from .negotiator import EXPECTED_VALUE_PER_HOUR, Negotiator
+from .negotiator import EXPECTED_VALUE_PER_HOUR, Negotiator, run_energy
 from .planning import OwnPlanner, fits
 
 
@@ -182,7 +182,7 @@ class RuleExpertPolicy(Negotiator):
             mine = c.commitments.get(me, [])
             if any(b not in owned or not owned[b].tradeable for b in mine):
                 continue
-            energy = sum(owned[b].energy_cost * owned[b].gpu_hours for b in mine)
+            energy = run_energy(owned[b] for b in mine)
             if energy > obs.controlled_lab_budget:
                 continue
             planner = planner or OwnPlanner(obs)
@@ -301,8 +301,8 @@ class RuleExpertPolicy(Negotiator):
         pending = [c for c in obs.active_coalitions if c.proposer == me and c.status == "proposed"]
         blocks = {b for c in pending for bs in c.commitments.values() for b in bs}
         owned = {b.block_id: b for b in obs.owned_blocks}
-        money = max((c.payment + sum(owned[b].energy_cost * owned[b].gpu_hours for b in c.commitments.get(me, [])
-                                     if b in owned) for c in pending), default=0.0)
+        money = max((c.payment + run_energy(owned[b] for b in c.commitments.get(me, []) if b in owned)
+                     for c in pending), default=0.0)
         return blocks, money
 
     def pool_job(self, obs: Any) -> Any | None:
@@ -410,8 +410,7 @@ class RuleExpertPolicy(Negotiator):
                        ) -> tuple[float, int, list[Any], dict[str, list[Any]], float] | None:
         """:meth:`pool_plan` with its own blocks drawn from ``own``, in that order. The expected
         gain counts what its own held blocks lose if the proposal fails (:meth:`idles_on_failure`)."""
-        r = obs.round_index
-        settle_by = r + ttl
+        settle_by = obs.round_index + ttl  # as in pool_plan: when the last member may consent
         missing = job.gpu_hours_required - job.assigned_hours
         committed: list[Any] = []
         for b in own:
@@ -426,7 +425,7 @@ class RuleExpertPolicy(Negotiator):
         for b in self.pool_candidates(obs, job, settle_by=settle_by):
             if b.owner not in exclude and not self.is_cold(obs, b.owner or ""):
                 by_owner.setdefault(b.owner or "", []).append(b)
-        own_cost = sum(b.energy_cost * b.gpu_hours for b in committed)
+        own_cost = run_energy(committed)
         holdable = job.assigned_hours + sum(b.gpu_hours for b in obs.owned_blocks if b.tradeable and fits(b, job))
         bonus = (OwnPlanner.pooled_value(job, job.gpu_hours_required)
                  - OwnPlanner.pooled_value(job, min(job.gpu_hours_required, holdable))
@@ -802,7 +801,7 @@ class OraclePolicy(RuleExpertPolicy):
         """The payment (as split equally, the way a member reckons it) ``lab`` needs to commit: what
         the blocks are worth to its own jobs plus the energy it pays to run them in the pool."""
         _joint, single = self.losses(lab, [b.block_id for b in blocks])
-        cost = single + sum(b.energy_cost * b.gpu_hours for b in blocks)
+        cost = single + run_energy(blocks)
         need = self.demand(lab, cost)
         return None if need is None else cost + need
 
@@ -822,7 +821,7 @@ class OraclePolicy(RuleExpertPolicy):
         need = self.member_need(lab, blocks) if w is not None else None
         if w is None or need is None:
             return super().consent_odds(obs, lab, blocks, each, ttl)
-        willing = each >= need and sum(b.energy_cost * b.gpu_hours for b in blocks) <= w.labs[lab].budget
+        willing = each >= need and run_energy(blocks) <= w.labs[lab].budget
         return (0.95 if willing else 0.05) * self.idle_odds(obs, lab, ttl)
 
     def idle_odds(self, obs: Any, lab: str, ttl: int) -> float:

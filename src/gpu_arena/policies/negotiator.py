@@ -23,12 +23,18 @@ from __future__ import annotations
 
 import math
 import random
+from collections.abc import Iterable
 from typing import Any
 
 from ..core.types import Action
 
 # public design facts a bot may use to estimate what an unannounced pooled job is worth per hour
 EXPECTED_VALUE_PER_HOUR = 4.2
+
+
+def run_energy(blocks: Iterable[Any]) -> float:
+    """The energy its owner pays to run ``blocks`` (block views): energy price × GPU-hours each."""
+    return sum(b.energy_cost * b.gpu_hours for b in blocks)
 
 
 class Negotiator:
@@ -190,7 +196,7 @@ class Negotiator:
             owned = {b.block_id: b for b in obs.owned_blocks}
             if any(b not in owned or not owned[b].tradeable for b in mine):
                 continue
-            energy = sum(owned[b].energy_cost * owned[b].gpu_hours for b in mine)
+            energy = run_energy(owned[b] for b in mine)
             if energy > obs.controlled_lab_budget:
                 continue  # it could not pay to run its share
             # what its blocks are worth to its own jobs, plus the energy it pays to run them in the pool
