@@ -320,7 +320,8 @@ def test_view_index_and_valuer_aids_equal_the_straightforward_scan(task):
             assert (fast.block_keys, fast.job_keys, fast.blocks, fast.jobs, fast.budget) == \
                    (plain.block_keys, plain.job_keys, plain.blocks, plain.jobs, plain.budget)
             assert fast.plan() == plain.plan()
-            # an own block's marginal value: one full plan without it
+            # an own block's marginal value: one full plan without it (read off the base plan when the
+            # plan leaves the block unused, which must give the very same float)
             assert fast.nets_without_each() == [plain.plan(without=(b.block_id,)).net for b in plain.blocks]
             # a market block's: the scalar what-if scan (and a full plan with it, to 1e-9)
             market = [b for b in world.blocks.values() if b.owner != lid and b.start_round > r

@@ -440,12 +440,16 @@ class LabValuer:
         _best, k = _with_extra(self.block_keys, self.job_keys, _block_key(block), self.budget)
         return self.jobs[k].job_id if k >= 0 else None
 
-    def extra_prices(self, blocks: Sequence[Block]) -> list[tuple[float, str | None]]:
+    def extra_prices(self, blocks: Sequence[Block], keys: Sequence[BlockKey] | None = None
+                     ) -> list[tuple[float, str | None]]:
         """For each of ``blocks`` (all starting after this round): ``net(extra=[b])`` and
-        ``job_for(b)``, priced together (see :func:`with_extras`)."""
+        ``job_for(b)``, priced together (see :func:`with_extras`). ``keys`` may pass
+        ``_block_key`` of each block (a view index has them for every seat)."""
         if not self.jobs:
             return [(0.0, None)] * len(blocks)
-        prices = with_extras(self.block_keys, self.job_keys, [_block_key(b) for b in blocks], self.budget)
+        if keys is None:
+            keys = [_block_key(b) for b in blocks]
+        prices = with_extras(self.block_keys, self.job_keys, keys, self.budget)
         return [(best, self.jobs[k].job_id if k >= 0 else None) for best, k in prices]
 
     def nets_without_each(self) -> list[float]:
@@ -453,8 +457,14 @@ class LabValuer:
         if not self.jobs:
             return [0.0] * len(self.blocks)
         keys, budget = self.block_keys, max(0.0, self.budget + 0.0)
+        base_value, base_energy, choices = _solve(keys, self.job_keys, budget)
         out = []
         for i in range(len(keys)):
+            if choices[i] < 0:
+                # the best plan does not use block i, so it stays feasible and optimal without it:
+                # no second DP (about half of a lab's blocks, and the priciest part of the aids)
+                out.append(base_value - base_energy)
+                continue
             value, energy, _choices = _solve(keys[:i] + keys[i + 1:], self.job_keys, budget)
             out.append(value - energy)
         return out

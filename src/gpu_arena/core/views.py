@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .types import ASSIGNED, PLANNABLE, Block, BlockStatus, Job, World
-from .valuation import LabValuer, Plan, member_share_value
+from .valuation import BlockKey, LabValuer, Plan, member_share_value
 
 MESSAGE_HISTORY = 20
 # market blocks priced for the seat (marginal value, best job): those it could still come to hold
@@ -227,9 +227,10 @@ class WorldIndex:
         hours = dict.fromkeys(jobs, 0)
         counts: dict[str, int] = {}
         plannable: dict[str, list[Block]] = {}
-        # the owner's rows, per owner: (block id, row); the others': (block, owner, row, priced for them)
+        # the owner's rows, per owner: (block id, row); the others': (block, owner, row, valuation key if
+        # it is priced for them, else None)
         owned: dict[str | None, list[tuple[str, BlockRow]]] = {}
-        market: list[tuple[Block, str | None, BlockRow, bool]] = []
+        market: list[tuple[Block, str | None, BlockRow, BlockKey | None]] = []
         for b in world.blocks.values():
             status, owner, start, jid = b.status, b.owner, b.start_round, b.job_id
             gpu_hours, end = b.hours, b.end_round
@@ -250,7 +251,8 @@ class WorldIndex:
                 (b.block_id, (*common, jid, b.reserved_for, b.coalition_id, b.no_resale, b.must_allocate)))
             if status not in _GONE or start > r:
                 market.append((b, owner, (*common, None, None, b.coalition_id, b.no_resale, False),
-                               start > r and status in _PRICED))
+                               (gpu_hours, end, b.reliability, b.energy_cost * gpu_hours)  # _block_key(b)
+                               if start > r and status in _PRICED else None))
         self.owned = owned
         self.market = market
         self.hours = hours
@@ -305,15 +307,17 @@ def observe(world: World, lab_id: str, *, last_result: ResultView | None = None,
     mine = index.owned.get(lab_id, ())
     if not aids:
         owned = [BlockView(*row, None, assignment.get(bid)) for bid, row in mine]
-        market = [BlockView(*row, None, None) for _b, owner, row, _priced in index.market if owner != lab_id]
+        market = [BlockView(*row, None, None) for _b, owner, row, _key in index.market if owner != lab_id]
     else:
         without = dict(zip([b.block_id for b in valuer.blocks], valuer.nets_without_each(), strict=True))
         owned = [BlockView(*row, base_net - without[bid] if bid in without else None, assignment.get(bid))
                  for bid, row in mine]
-        candidates = [b for b, owner, _row, priced in index.market if priced and owner != lab_id]
-        prices = dict(zip([b.block_id for b in candidates], valuer.extra_prices(candidates), strict=True))
+        candidates = [(b, key) for b, owner, _row, key in index.market if key is not None and owner != lab_id]
+        prices = dict(zip([b.block_id for b, _key in candidates],
+                          valuer.extra_prices([b for b, _key in candidates], [key for _b, key in candidates]),
+                          strict=True))
         market = []
-        for b, owner, row, _priced in index.market:
+        for b, owner, row, _key in index.market:
             if owner == lab_id:
                 continue
             mv = serves = None

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Callable
+from functools import lru_cache
 from importlib.metadata import entry_points
 from typing import Any
 
@@ -104,12 +105,25 @@ def make_policy(name: str, **params: Any) -> Policy:
     return _build(factory, params)
 
 
-def _build(factory: Callable[..., Policy], params: dict[str, Any], *args: Any) -> Policy:
+@lru_cache(maxsize=256)
+def _accepted(factory: Callable[..., Policy]) -> frozenset[str] | None:
+    """The keyword parameters ``factory`` takes (None: any). Cached: ``inspect.signature`` costs more
+    than building the policy, and every reset builds one per opponent seat."""
     try:
         accepted = inspect.signature(factory).parameters
     except (TypeError, ValueError):  # pragma: no cover - builtins without signatures
-        return factory(*args, **params)
+        return None
     if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in accepted.values()):
+        return None
+    return frozenset(accepted)
+
+
+def _build(factory: Callable[..., Policy], params: dict[str, Any], *args: Any) -> Policy:
+    try:
+        accepted = _accepted(factory)
+    except TypeError:  # pragma: no cover - an unhashable factory: inspect it every time
+        accepted = _accepted.__wrapped__(factory)
+    if accepted is None:
         return factory(*args, **params)
     return factory(*args, **{k: v for k, v in params.items() if k in accepted})
 
