@@ -12,6 +12,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+# first, before any module of this package imports OpenEnv: keeps OpenEnv's unused Gradio UI out
+from . import _lean_openenv  # noqa: F401
+
 __version__ = "0.1.0"
 
 if TYPE_CHECKING:
