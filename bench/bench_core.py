@@ -13,6 +13,12 @@ in this same process (before and after, averaged):
 * ``seat_actions_per_s`` / ``rounds_per_s``: the core engine alone (``Episode.step`` with one
   action per seat, views without the what-if decision aids), the figure a trainer stepping
   many seats or a simulator sees.
+* ``floor_*``: the part of a step that no engine, however fast, removes while the contract
+  holds (decision 0006, "The floor"): each opponent's fresh view of a state whose index and
+  valuation are already built (copying, no valuation), each opponent's ``act`` on it, and the
+  pydantic wrapping of the controlled seat's view. ``floor_steps_per_calib`` is the rate a step
+  made of those parts alone would reach; where it is below ``target_steps_per_calib``, the
+  target cannot be met by work on the engine.
 
 The issue's reference (the previous arena on this machine) scored 0.106 / 0.101 / 0.054 steps
 per calibration unit on single_trade / market_round / coalition_market.
@@ -33,6 +39,7 @@ from gpu_arena.core.engine import Episode
 from gpu_arena.core.policy import RandomPolicy
 from gpu_arena.core.types import TASKS
 from gpu_arena.env import GpuArenaEnv
+from gpu_arena.models import observation_from_view
 from gpu_arena.policies import make_policy
 
 REFERENCE = {"single_trade": 0.106, "market_round": 0.101, "coalition_market": 0.054}
@@ -86,6 +93,43 @@ def bench_core(task: str, seconds: float) -> dict[str, float]:
     return {"rounds_per_s": rounds / elapsed, "seat_actions_per_s": actions / elapsed}
 
 
+def bench_floor(task: str, seconds: float) -> dict[str, float]:
+    """Per step: opponents' views (index and valuers already built), their ``act``, the observation wrap."""
+    env = GpuArenaEnv(task=task, opponents="random_valid")
+    views = acts = wrap = 0.0
+    steps = 0
+    seed = 0
+    t_start = time.perf_counter()
+    while time.perf_counter() - t_start < seconds:
+        obs = env.reset(seed=seed)
+        driver = make_policy("random_valid", seed=seed, invalid_rate=0.1)
+        ep = env.episode
+        assert ep is not None
+        # twins of the opponents, so that timing their act() leaves the episode's own RNG streams alone
+        twins = {lid: RandomPolicy(seed * 7 + i) for i, lid in enumerate(env.policies)}
+        while not obs.done:
+            for lid in twins:
+                ep.observe(lid, aids=False)  # builds the shared index and the seat's valuer (not timed)
+            t0 = time.perf_counter()
+            seen = {lid: ep.observe(lid, aids=False) for lid in twins}
+            t1 = time.perf_counter()
+            for lid, twin in twins.items():
+                twin.act(seen[lid])
+            t2 = time.perf_counter()
+            view = ep.observe(ep.controlled[0])
+            t3 = time.perf_counter()
+            observation_from_view(view)
+            t4 = time.perf_counter()
+            views, acts, wrap = views + t1 - t0, acts + t2 - t1, wrap + t4 - t3
+            steps += 1
+            obs = env.step(driver.act(obs))
+        seed += 1
+    per = {"floor_views_us": views, "floor_acts_us": acts, "floor_wrap_us": wrap}
+    out = {k: v / steps * 1e6 for k, v in per.items()}
+    out["floor_steps_per_s"] = steps / (views + acts + wrap)
+    return out
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--seconds", type=float, default=4.0, help="time per task and measurement")
@@ -98,17 +142,20 @@ def main() -> None:
     for task in TASKS:
         # the host is shared and its speed drifts: calibrate right around each task's measurement
         before = calib.calib_ops_per_s(1.0)
-        row: dict[str, Any] = {**bench_env(task, args.seconds), **bench_core(task, args.seconds)}
+        row: dict[str, Any] = {**bench_env(task, args.seconds), **bench_core(task, args.seconds),
+                               **bench_floor(task, args.seconds)}
         after = calib.calib_ops_per_s(1.0)
         unit = (before + after) / 2
         units.append(unit)
         row["calib_ops_per_s"] = unit
-        for key in ("env_steps_per_s", "env_episodes_per_s", "rounds_per_s", "seat_actions_per_s"):
+        for key in ("env_steps_per_s", "env_episodes_per_s", "rounds_per_s", "seat_actions_per_s",
+                    "floor_steps_per_s"):
             row[key.replace("_per_s", "_per_calib")] = row[key] / unit
         row["reference_steps_per_calib"] = REFERENCE[task]
         row["target_steps_per_calib"] = 10 * REFERENCE[task]
         row["env_steps_vs_reference"] = row["env_steps_per_calib"] / REFERENCE[task]
         row["seat_actions_vs_reference"] = row["seat_actions_per_calib"] / REFERENCE[task]
+        row["floor_vs_target"] = row["floor_steps_per_calib"] / row["target_steps_per_calib"]
         tasks[task] = row
     print(json.dumps({
         "benchmark": "core", "calib_ops_per_s_mean": sum(units) / len(units),
