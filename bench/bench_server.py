@@ -12,6 +12,13 @@ the server does exactly the work of a real episode. For each task:
   included in the time, not in the count) with 16 and 64 concurrent sessions.
 * ``p50_ms_*`` / ``p99_ms_*``: step round-trip latency seen by the clients.
 
+* ``floor_*`` (in this process, after the server has stopped): the part of a served step that no
+  engine, however fast, removes (decision 0008, "The floor"): each opponent's fresh view (with the
+  aids its policy reads) of a state whose index and valuations are already built, each
+  opponent's ``act`` on it, the controlled seat's pydantic observation and its serialisation into
+  OpenEnv's WebSocket frame. ``floor_steps_per_calib`` is the rate a server doing only that would
+  reach with no transport at all.
+
 and once: ``rss_mb_idle`` and ``rss_mb_64_open`` (server resident memory with 64 sessions open,
 each reset on ``coalition_market``). Every rate is also divided by ``calib_ops_per_s`` from
 ``../shared/bench/calib.py``, run in this process right around each measurement.
@@ -25,6 +32,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import copy
 import json
 import os
 import platform
@@ -38,13 +46,15 @@ from pathlib import Path
 from statistics import quantiles
 from typing import Any
 
+from openenv.core.env_server.serialization import serialize_observation
+from openenv.core.env_server.types import WSObservationResponse
 from websockets.asyncio.client import connect
 
 from bench_core import load_calib
 from gpu_arena.client import action_payload
 from gpu_arena.core.types import TASKS
 from gpu_arena.env import GpuArenaEnv
-from gpu_arena.models import ArenaAction
+from gpu_arena.models import ArenaAction, observation_from_view
 from gpu_arena.policies import make_policy
 
 REFERENCE_PER_CALIB = 0.012
@@ -152,6 +162,44 @@ def start_server(port: int, db: str) -> subprocess.Popen[bytes]:
     raise SystemExit("the server did not start")
 
 
+def served_floor(task: str, seconds: float) -> dict[str, float]:
+    """Per step, as the server plays it (each opponent its world's archetype): opponents' views and
+    acts, and the controlled seat's observation wrapped and framed; nothing else is timed."""
+    env = GpuArenaEnv(task=task)
+    views = acts = frame = 0.0
+    steps = seed = 0
+    t_start = time.perf_counter()
+    while time.perf_counter() - t_start < seconds:
+        obs = env.reset(seed=seed)
+        driver = make_policy("random_valid", seed=seed, invalid_rate=0.1)
+        ep = env.episode
+        assert ep is not None
+        while not obs.done:
+            policies = env.policies
+            aids = {lid: getattr(p, "uses_aids", True) for lid, p in policies.items()}
+            for lid in policies:
+                ep.observe(lid, aids=aids[lid])  # builds the index, valuers and aids (not timed)
+            twins = copy.deepcopy(policies)  # acting changes a policy's state: time its twin's act
+            t0 = time.perf_counter()
+            seen = {lid: ep.observe(lid, aids=aids[lid]) for lid in policies}
+            t1 = time.perf_counter()
+            for lid, twin in twins.items():
+                twin.act(seen[lid])
+            t2 = time.perf_counter()
+            view = ep.observe(ep.controlled[0])
+            t3 = time.perf_counter()
+            WSObservationResponse(data=serialize_observation(observation_from_view(view))).model_dump_json()
+            t4 = time.perf_counter()
+            views, acts, frame = views + t1 - t0, acts + t2 - t1, frame + t4 - t3
+            steps += 1
+            obs = env.step(driver.act(obs))
+        seed += 1
+    out = {k: v / steps * 1e6 for k, v in
+           {"floor_views_us": views, "floor_acts_us": acts, "floor_frame_us": frame}.items()}
+    out["floor_steps_per_s"] = steps / (views + acts + frame)
+    return out
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--seconds", type=float, default=3.0, help="time per measurement")
@@ -193,6 +241,11 @@ def main() -> None:
         finally:
             proc.terminate()
             proc.wait(timeout=30)
+    for task, row in tasks.items():
+        before = calib.calib_ops_per_s(1.0)
+        row.update(served_floor(task, args.seconds))
+        row["floor_steps_per_calib"] = row["floor_steps_per_s"] / ((before + calib.calib_ops_per_s(1.0)) / 2)
+        row["floor_vs_target"] = row["floor_steps_per_calib"] / TARGET_AGGREGATE_16
     unit = calib.calib_ops_per_s(1.0)
     print(json.dumps({
         "benchmark": "server", "transport": "websocket", "python": sys.version.split()[0],
