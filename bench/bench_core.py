@@ -27,11 +27,14 @@ per calibration unit on single_trade / market_round / coalition_market.
 from __future__ import annotations
 
 import argparse
+import copy
+import gc
 import importlib.util
 import json
 import platform
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -93,41 +96,52 @@ def bench_core(task: str, seconds: float) -> dict[str, float]:
     return {"rounds_per_s": rounds / elapsed, "seat_actions_per_s": actions / elapsed}
 
 
-def bench_floor(task: str, seconds: float) -> dict[str, float]:
-    """Per step: opponents' views (index and valuers already built), their ``act``, the observation wrap."""
-    env = GpuArenaEnv(task=task, opponents="random_valid")
-    views = acts = wrap = 0.0
-    steps = 0
-    seed = 0
+def step_floor(env: GpuArenaEnv, seconds: float, wrap: Callable[[Any], object]) -> dict[str, float]:
+    """Per step of ``env``'s episodes (the seat driven by ``random_valid``): the opponents' fresh views
+    of a state whose index, valuers and aids are already built (each with the aids its policy reads),
+    their ``act`` on those views, and ``wrap`` of the controlled seat's view. Nothing else is timed,
+    and the cyclic GC is off while they are, so the figures are a lower bound of their cost."""
+    views = acts = wrapped = 0.0
+    steps = seed = 0
     t_start = time.perf_counter()
     while time.perf_counter() - t_start < seconds:
         obs = env.reset(seed=seed)
         driver = make_policy("random_valid", seed=seed, invalid_rate=0.1)
         ep = env.episode
         assert ep is not None
-        # twins of the opponents, so that timing their act() leaves the episode's own RNG streams alone
-        twins = {lid: RandomPolicy(seed * 7 + i) for i, lid in enumerate(env.policies)}
+        # copies of the opponents, made once an episode: a copy shown the same view as its original
+        # decides and remembers the same, so it keeps in step while its act() is timed and the
+        # episode's own policies, RNGs and memories are left alone
+        twins = copy.deepcopy(env.policies)
+        aids = {lid: getattr(p, "uses_aids", True) for lid, p in twins.items()}
         while not obs.done:
             for lid in twins:
-                ep.observe(lid, aids=False)  # builds the shared index and the seat's valuer (not timed)
+                ep.observe(lid, aids=aids[lid])  # builds the index, valuers and aids (not timed)
+            gc.disable()  # a lower bound: no cyclic-GC pass lands in the timed parts
             t0 = time.perf_counter()
-            seen = {lid: ep.observe(lid, aids=False) for lid in twins}
+            seen = {lid: ep.observe(lid, aids=aids[lid]) for lid in twins}
             t1 = time.perf_counter()
             for lid, twin in twins.items():
                 twin.act(seen[lid])
             t2 = time.perf_counter()
             view = ep.observe(ep.controlled[0])
             t3 = time.perf_counter()
-            observation_from_view(view)
+            wrap(view)
             t4 = time.perf_counter()
-            views, acts, wrap = views + t1 - t0, acts + t2 - t1, wrap + t4 - t3
+            gc.enable()
+            views, acts, wrapped = views + t1 - t0, acts + t2 - t1, wrapped + t4 - t3
             steps += 1
             obs = env.step(driver.act(obs))
         seed += 1
-    per = {"floor_views_us": views, "floor_acts_us": acts, "floor_wrap_us": wrap}
-    out = {k: v / steps * 1e6 for k, v in per.items()}
-    out["floor_steps_per_s"] = steps / (views + acts + wrap)
+    out = {"floor_views_us": views / steps * 1e6, "floor_acts_us": acts / steps * 1e6,
+           "floor_wrap_us": wrapped / steps * 1e6}
+    out["floor_steps_per_s"] = steps / (views + acts + wrapped)
     return out
+
+
+def bench_floor(task: str, seconds: float) -> dict[str, float]:
+    """The floor of the step ``bench_env`` times: ``random_valid`` opponents, the pydantic observation."""
+    return step_floor(GpuArenaEnv(task=task, opponents="random_valid"), seconds, observation_from_view)
 
 
 def main() -> None:

@@ -16,7 +16,7 @@ the server does exactly the work of a real episode. For each task:
   engine, however fast, removes (decision 0008, "The floor"): each opponent's fresh view (with the
   aids its policy reads) of a state whose index and valuations are already built, each
   opponent's ``act`` on it, the controlled seat's pydantic observation and its serialisation into
-  OpenEnv's WebSocket frame. ``floor_steps_per_calib`` is the rate a server doing only that would
+  OpenEnv's WebSocket frame (``floor_wrap_us``). ``floor_steps_per_calib`` is the rate a server doing only that would
   reach with no transport at all.
 
 and once: ``rss_mb_idle`` and ``rss_mb_64_open`` (server resident memory with 64 sessions open,
@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import copy
 import json
 import os
 import platform
@@ -50,7 +49,7 @@ from openenv.core.env_server.serialization import serialize_observation
 from openenv.core.env_server.types import WSObservationResponse
 from websockets.asyncio.client import connect
 
-from bench_core import load_calib
+from bench_core import load_calib, step_floor
 from gpu_arena.client import action_payload
 from gpu_arena.core.types import TASKS
 from gpu_arena.env import GpuArenaEnv
@@ -163,41 +162,13 @@ def start_server(port: int, db: str) -> subprocess.Popen[bytes]:
 
 
 def served_floor(task: str, seconds: float) -> dict[str, float]:
-    """Per step, as the server plays it (each opponent its world's archetype): opponents' views and
-    acts, and the controlled seat's observation wrapped and framed; nothing else is timed."""
-    env = GpuArenaEnv(task=task)
-    views = acts = frame = 0.0
-    steps = seed = 0
-    t_start = time.perf_counter()
-    while time.perf_counter() - t_start < seconds:
-        obs = env.reset(seed=seed)
-        driver = make_policy("random_valid", seed=seed, invalid_rate=0.1)
-        ep = env.episode
-        assert ep is not None
-        while not obs.done:
-            policies = env.policies
-            aids = {lid: getattr(p, "uses_aids", True) for lid, p in policies.items()}
-            for lid in policies:
-                ep.observe(lid, aids=aids[lid])  # builds the index, valuers and aids (not timed)
-            twins = copy.deepcopy(policies)  # acting changes a policy's state: time its twin's act
-            t0 = time.perf_counter()
-            seen = {lid: ep.observe(lid, aids=aids[lid]) for lid in policies}
-            t1 = time.perf_counter()
-            for lid, twin in twins.items():
-                twin.act(seen[lid])
-            t2 = time.perf_counter()
-            view = ep.observe(ep.controlled[0])
-            t3 = time.perf_counter()
-            WSObservationResponse(data=serialize_observation(observation_from_view(view))).model_dump_json()
-            t4 = time.perf_counter()
-            views, acts, frame = views + t1 - t0, acts + t2 - t1, frame + t4 - t3
-            steps += 1
-            obs = env.step(driver.act(obs))
-        seed += 1
-    out = {k: v / steps * 1e6 for k, v in
-           {"floor_views_us": views, "floor_acts_us": acts, "floor_frame_us": frame}.items()}
-    out["floor_steps_per_s"] = steps / (views + acts + frame)
-    return out
+    """The floor of a served step (each opponent its world's archetype, as the server plays it): the
+    opponents' views and acts, and the controlled seat's observation wrapped and framed as OpenEnv's
+    WebSocket handler frames it (``floor_wrap_us``)."""
+    def frame(view: Any) -> str:
+        return WSObservationResponse(data=serialize_observation(observation_from_view(view))).model_dump_json()
+
+    return step_floor(GpuArenaEnv(task=task), seconds, frame)
 
 
 def main() -> None:

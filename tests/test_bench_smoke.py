@@ -25,6 +25,6 @@ def test_core_floor_is_part_of_a_step(task: str) -> None:
 
 def test_served_floor_measures_every_part() -> None:
     floor = bench_server.served_floor("market_round", 0.3)
-    assert all(floor[k] > 0 for k in ("floor_views_us", "floor_acts_us", "floor_frame_us"))
-    total_us = floor["floor_views_us"] + floor["floor_acts_us"] + floor["floor_frame_us"]
+    assert all(floor[k] > 0 for k in ("floor_views_us", "floor_acts_us", "floor_wrap_us"))
+    total_us = floor["floor_views_us"] + floor["floor_acts_us"] + floor["floor_wrap_us"]
     assert floor["floor_steps_per_s"] == pytest.approx(1e6 / total_us)
