@@ -41,7 +41,9 @@ def block_fits(block: Block, job: Job) -> bool:
 # DP states are the capped valid hours per job, packed into one int (mixed radix: job k's hours
 # times the product of (cap + 1) of the jobs before it): cheaper to build and hash than tuples
 Frontier = dict[int, float]  # state -> minus the least energy that reaches it
-Parents = tuple[dict[int, tuple[int, int]], ...]  # per block: state -> (previous state, job or -1)
+# per block: state -> (previous state, job) for the states that block reached or improved; a state
+# missing from a block's map came through it unchanged (the block serves no job on that path)
+Parents = tuple[dict[int, tuple[int, int]], ...]
 
 
 def _radix(jobs: tuple[JobKey, ...]) -> tuple[tuple[int, int], ...]:
@@ -71,8 +73,12 @@ def _dp(blocks: tuple[BlockKey, ...], jobs: tuple[JobKey, ...],
             for k, ((req, _f, deadline, min_rel, value, _pc), (mult, r)) in enumerate(zip(jobs, radix, strict=True))
             if end <= deadline and rel >= min_rel and value > 0 and req > 0
         ]
+        par: dict[int, tuple[int, int]] = {}
+        parents.append(par)
+        if not options:
+            continue  # the block serves no job: every state passes through unchanged
         nxt = dict(frontier)
-        par = {s: (s, -1) for s in frontier}
+        get = nxt.get
         for state, neg_e in frontier.items():
             ne = neg_e - energy
             for k, mult, r, cap in options:
@@ -81,11 +87,11 @@ def _dp(blocks: tuple[BlockKey, ...], jobs: tuple[JobKey, ...],
                     continue
                 nh = h + hours
                 ns = state + ((cap if nh > cap else nh) - h) * mult  # capped: hours past the need never count
-                if ns not in nxt or ne > nxt[ns] + 1e-12:
+                old = get(ns)
+                if old is None or ne > old + 1e-12:
                     nxt[ns] = ne
                     par[ns] = (state, k)
         frontier = nxt
-        parents.append(par)
     return frontier, tuple(parents)
 
 
@@ -170,9 +176,9 @@ class _Frontier:
         choices = [-1] * len(self.parents)
         state = self.codes[best_i]
         for i in range(len(self.parents) - 1, -1, -1):
-            prev, k = self.parents[i][state]
-            choices[i] = k
-            state = prev
+            step = self.parents[i].get(state)
+            if step is not None:  # else the state came through block i unchanged: it serves no job
+                state, choices[i] = step
         out = self.solved[budget] = (best_value, best_value - best_total, tuple(choices))
         return out
 
