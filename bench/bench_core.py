@@ -15,7 +15,7 @@ in this same process (before and after, averaged):
   many seats or a simulator sees.
 * ``floor_*``: the part of a step that no engine, however fast, removes while the contract
   holds (decision 0006, "The floor"): each opponent's fresh view of a state whose index and
-  valuation are already built (copying, no valuation), each opponent's ``act`` on it, and the
+  valuation are already built (copying only), each opponent's ``act`` on its view, and the
   pydantic wrapping of the controlled seat's view. ``floor_steps_per_calib`` is the rate a step
   made of those parts alone would reach; where it is below ``target_steps_per_calib``, the
   target cannot be met by work on the engine.
@@ -98,9 +98,10 @@ def bench_core(task: str, seconds: float) -> dict[str, float]:
 
 def step_floor(env: GpuArenaEnv, seconds: float, wrap: Callable[[Any], object]) -> dict[str, float]:
     """Per step of ``env``'s episodes (the seat driven by ``random_valid``): the opponents' fresh views
-    of a state whose index, valuers and aids are already built (each with the aids its policy reads),
-    their ``act`` on those views, and ``wrap`` of the controlled seat's view. Nothing else is timed,
-    and the cyclic GC is off while they are, so the figures are a lower bound of their cost."""
+    of a state whose index and valuers are already built, copied without the what-if aids (copying
+    only: an engine could keep the aids' numbers too), their ``act`` on the views their policies
+    read, and ``wrap`` of the controlled seat's view. Nothing else is timed, and the cyclic GC is off
+    while they are, so the figures are a lower bound of their cost."""
     views = acts = wrapped = 0.0
     steps = seed = 0
     t_start = time.perf_counter()
@@ -115,21 +116,25 @@ def step_floor(env: GpuArenaEnv, seconds: float, wrap: Callable[[Any], object]) 
         twins = copy.deepcopy(env.policies)
         aids = {lid: getattr(p, "uses_aids", True) for lid, p in twins.items()}
         while not obs.done:
-            for lid in twins:
-                ep.observe(lid, aids=aids[lid])  # builds the index, valuers and aids (not timed)
-            gc.disable()  # a lower bound: no cyclic-GC pass lands in the timed parts
-            t0 = time.perf_counter()
-            seen = {lid: ep.observe(lid, aids=aids[lid]) for lid in twins}
-            t1 = time.perf_counter()
-            for lid, twin in twins.items():
-                twin.act(seen[lid])
-            t2 = time.perf_counter()
+            seen = {lid: ep.observe(lid, aids=aids[lid]) for lid in twins}  # builds index, valuers, aids
+            for twin in twins.values():
+                if getattr(twin, "needs_world", False):
+                    twin.bind(ep.world)  # as the environment binds the original (the oracle)
             view = ep.observe(ep.controlled[0])
-            t3 = time.perf_counter()
-            wrap(view)
-            t4 = time.perf_counter()
-            gc.enable()
-            views, acts, wrapped = views + t1 - t0, acts + t2 - t1, wrapped + t4 - t3
+            gc.disable()
+            try:
+                t0 = time.perf_counter()
+                for lid in twins:
+                    ep.observe(lid, aids=False)
+                t1 = time.perf_counter()
+                for lid, twin in twins.items():
+                    twin.act(seen[lid])
+                t2 = time.perf_counter()
+                wrap(view)
+                t3 = time.perf_counter()
+            finally:
+                gc.enable()
+            views, acts, wrapped = views + t1 - t0, acts + t2 - t1, wrapped + t3 - t2
             steps += 1
             obs = env.step(driver.act(obs))
         seed += 1

@@ -13,10 +13,11 @@ the server does exactly the work of a real episode. For each task:
 * ``p50_ms_*`` / ``p99_ms_*``: step round-trip latency seen by the clients.
 
 * ``floor_*`` (in this process, after the server has stopped): the part of a served step that no
-  engine, however fast, removes (decision 0008, "The floor"): each opponent's fresh view (with the
-  aids its policy reads) of a state whose index and valuations are already built, each
-  opponent's ``act`` on it, the controlled seat's pydantic observation and its serialisation into
-  OpenEnv's WebSocket frame (``floor_wrap_us``). ``floor_steps_per_calib`` is the rate a server doing only that would
+  engine, however fast, removes (decision 0008, "The floor"): each opponent's fresh view of a
+  state whose index and valuations are already built (copying only), each opponent's ``act`` on
+  the view it reads (with its aids), the controlled seat's pydantic observation and its
+  serialisation into OpenEnv's WebSocket frame (``floor_wrap_us``), against the calibration
+  measured around it (``floor_calib_ops_per_s``). ``floor_steps_per_calib`` is the rate a server doing only that would
   reach with no transport at all.
 
 and once: ``rss_mb_idle`` and ``rss_mb_64_open`` (server resident memory with 64 sessions open,
@@ -215,7 +216,8 @@ def main() -> None:
     for task, row in tasks.items():
         before = calib.calib_ops_per_s(1.0)
         row.update(served_floor(task, args.seconds))
-        row["floor_steps_per_calib"] = row["floor_steps_per_s"] / ((before + calib.calib_ops_per_s(1.0)) / 2)
+        row["floor_calib_ops_per_s"] = (before + calib.calib_ops_per_s(1.0)) / 2
+        row["floor_steps_per_calib"] = row["floor_steps_per_s"] / row["floor_calib_ops_per_s"]
         row["floor_vs_target"] = row["floor_steps_per_calib"] / TARGET_AGGREGATE_16
     unit = calib.calib_ops_per_s(1.0)
     print(json.dumps({

@@ -42,3 +42,10 @@ def test_openenv_imported_first_is_left_alone() -> None:
 def test_statistics_still_load_scipy_when_used() -> None:
     mods = loaded("from gpu_arena.evaluation.stats import bootstrap_ci\nassert bootstrap_ci([0.0, 1.0, 2.0])[0] < 1.0")
     assert mods["scipy.stats"] is True
+
+
+def test_openenvs_switch_turned_on_after_import_still_gets_its_ui() -> None:
+    mods = loaded("import os\nfrom gpu_arena.server.app import create_arena_app\n"
+                  "os.environ['ENABLE_WEB_INTERFACE'] = 'true'\n"
+                  "app = create_arena_app()\nassert any(getattr(r, 'path', '') == '/web' for r in app.routes)")
+    assert mods["gradio"] is True

@@ -11,7 +11,8 @@ resident memory for a UI it never starts (decision 0019 has the measurements).
 Importing this module marks that one module as absent (``sys.modules[name] = None``, which Python
 answers with ``ModuleNotFoundError``), so OpenEnv takes its own no-web-interface path. Nothing
 else of OpenEnv changes. It does nothing when OpenEnv's server package is already imported, or
-when OpenEnv's web interface is asked for with its own switch ``ENABLE_WEB_INTERFACE=true``.
+when OpenEnv's web interface is asked for with its own switch ``ENABLE_WEB_INTERFACE=true``
+(``create_arena_app`` checks the switch again, so it may also be set after this import).
 """
 
 from __future__ import annotations
@@ -34,6 +35,17 @@ def skip_web_interface() -> bool:
     if WEB_INTERFACE not in sys.modules:
         sys.modules[WEB_INTERFACE] = None  # type: ignore[assignment]  # Python's own "absent" marker
     return sys.modules[WEB_INTERFACE] is None
+
+
+def allow_web_interface_if_wanted() -> None:
+    """Undo :func:`skip_web_interface` when OpenEnv's switch was turned on after this module ran.
+
+    ``create_app`` reads ``ENABLE_WEB_INTERFACE`` each time it is called and then imports the web
+    interface itself; call this just before it, so a switch set after ``import gpu_arena`` still
+    gets OpenEnv's UI (its import then happens as usual, Gradio included).
+    """
+    if web_interface_wanted() and WEB_INTERFACE in sys.modules and sys.modules[WEB_INTERFACE] is None:
+        del sys.modules[WEB_INTERFACE]
 
 
 skip_web_interface()

@@ -24,6 +24,7 @@ from openenv.core.env_server.types import ConcurrencyConfig
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from .. import __version__
+from .._lean_openenv import allow_web_interface_if_wanted
 from ..models import ArenaAction, ArenaObservation, ArenaState
 from .autoeval import AutoEval
 from .dashboard import install_dashboard
@@ -66,6 +67,7 @@ def create_arena_app(settings: ServerSettings | None = None) -> FastAPI:
     recorder = EpisodeRecorder(settings.db) if settings.store_episodes else None
     # a partial of the class, so that OpenEnv reads SUPPORTS_CONCURRENT_SESSIONS without building one
     factory = functools.partial(ServedArenaEnv, settings, recorder)
+    allow_web_interface_if_wanted()  # OpenEnv's own Gradio UI, if its switch is on now (decision 0019)
     app = create_app(
         factory, ArenaAction, ArenaObservation, env_name=ENV_NAME, state_cls=ArenaState,
         concurrency_config=ConcurrencyConfig(max_concurrent_envs=settings.max_sessions,

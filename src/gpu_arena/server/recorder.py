@@ -23,7 +23,7 @@ class EpisodeRecorder:
 
     def _connection(self) -> sqlite3.Connection:
         if self._con is None:
-            # imported here: the evaluation package pulls in scipy, a second of start-up the server
+            # imported here: the evaluation package (runner, store) is start-up the server
             # does not need until the first episode ends
             from ..evaluation.store import connect, db_path
 
