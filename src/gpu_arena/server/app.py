@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import functools
+import gc
 import logging
 from collections.abc import Sequence
 from typing import Any
@@ -156,6 +157,11 @@ def serve(settings: ServerSettings, *, log_level: str = "info") -> None:
     import uvicorn
 
     served = app if settings == app.state.settings else create_arena_app(settings)
+    # what is imported and built by now lives as long as the process: out of the collector's
+    # generations, it is not traversed again by every full collection, which pauses all sessions
+    # (64 coalition_market clients: p99 about 120 ms instead of 180-260; decision 0008)
+    gc.collect()
+    gc.freeze()
     uvicorn.run(served, host=settings.host, port=settings.port, log_level=log_level, **uvicorn_options(settings))
 
 
