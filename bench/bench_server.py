@@ -21,7 +21,9 @@ the server does exactly the work of a real episode. For each task:
   reach with no transport at all.
 
 and once: ``rss_mb_idle`` and ``rss_mb_64_open`` (server resident memory with 64 sessions open,
-each reset on ``coalition_market``). Every rate is also divided by ``calib_ops_per_s`` from
+each reset on ``coalition_market``), then ``rss_mb_after_worlds``: the resident memory after 16
+clients have played ``--worlds`` (2,500) distinct ``coalition_market`` worlds to the end (the
+valuation caches are bounded; this shows where they stand). Every rate is also divided by ``calib_ops_per_s`` from
 ``../shared/bench/calib.py``, run in this process right around each measurement.
 
 The issue's reference server did 235 requests/s from one client and 282/s from eight (about 0.012
@@ -129,6 +131,30 @@ async def open_sessions(url: str, n: int) -> list[Any]:
     return conns
 
 
+async def many_worlds(url: str, worlds: int, clients: int = 16) -> int:
+    """Play ``worlds`` distinct ``coalition_market`` worlds (seeds from 100,000 on, so none was played
+    before) to the end, ``clients`` at a time, the seat always waiting: the server's valuation caches
+    see a new world every episode. Returns the steps played."""
+    queue = list(range(100_000, 100_000 + worlds))
+    steps = 0
+
+    async def player() -> None:
+        nonlocal steps
+        async with connect(url, max_size=None) as ws:
+            while queue:
+                await ws.send(json.dumps({"type": "reset", "data": {"task": "coalition_market", "seed": queue.pop()}}))
+                reply = json.loads(await ws.recv())
+                while reply["type"] == "observation" and not reply["data"]["done"]:
+                    await ws.send(json.dumps({"type": "step", "data": {"action_type": "wait"}}))
+                    reply = json.loads(await ws.recv())
+                    steps += 1
+                if reply["type"] != "observation":
+                    raise RuntimeError(f"server refused a step: {reply}")
+
+    await asyncio.gather(*(player() for _ in range(clients)))
+    return steps
+
+
 def rss_mb(pid: int) -> float | None:
     status = Path(f"/proc/{pid}/status")
     if not status.exists():  # not Linux: no figure rather than a wrong one
@@ -176,6 +202,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--seconds", type=float, default=3.0, help="time per measurement")
     parser.add_argument("--tasks", default=",".join(TASKS), help="comma-separated tasks")
+    parser.add_argument("--worlds", type=int, default=2500,
+                        help="distinct coalition_market worlds played at the end for rss_mb_after_worlds (0: skip)")
     args = parser.parse_args()
     calib = load_calib()
     port = free_port()
@@ -210,6 +238,11 @@ def main() -> None:
                         await ws.close()
 
             mem = asyncio.run(memory())
+            if args.worlds:
+                t0 = time.perf_counter()
+                played = asyncio.run(many_worlds(url, args.worlds))
+                mem.update({"worlds": args.worlds, "worlds_steps": played, "worlds_seconds": time.perf_counter() - t0,
+                            "rss_mb_after_worlds": rss_mb(proc.pid)})
         finally:
             proc.terminate()
             proc.wait(timeout=30)
