@@ -157,12 +157,17 @@ def serve(settings: ServerSettings, *, log_level: str = "info") -> None:
     import uvicorn
 
     served = app if settings == app.state.settings else create_arena_app(settings)
-    # what is imported and built by now lives as long as the process: out of the collector's
-    # generations, it is not traversed again by every full collection, which pauses all sessions
-    # (64 coalition_market clients: p99 about 120 ms instead of 180-260; decision 0008)
-    gc.collect()
-    gc.freeze()
-    uvicorn.run(served, host=settings.host, port=settings.port, log_level=log_level, **uvicorn_options(settings))
+    if settings.gc_freeze:
+        # what is imported and built by now lives as long as the process: out of the collector's
+        # generations, it is not traversed again by every full collection, which pauses all sessions
+        # (64 coalition_market clients: p99 about 120 ms instead of 180-260; decision 0008)
+        gc.collect()
+        gc.freeze()
+    try:
+        uvicorn.run(served, host=settings.host, port=settings.port, log_level=log_level, **uvicorn_options(settings))
+    finally:
+        if settings.gc_freeze:
+            gc.unfreeze()  # a caller that embeds serve() gets its collector back as it was
 
 
 def main(argv: Sequence[str] | None = None) -> None:

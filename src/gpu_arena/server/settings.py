@@ -46,6 +46,9 @@ class ServerSettings:
             answer 410 (gone) rather than 404 (never existed).
         ws_compression: negotiate per-message deflate on WebSockets (off: it costs more CPU than
             it saves on a local network).
+        gc_freeze: ``serve`` moves what start-up imported and built out of the garbage collector's
+            generations (``gc.freeze``) before serving, which keeps full collections (they pause
+            every session) short under load (decision 0008). ``GPU_ARENA_GC_FREEZE=0`` turns it off.
         auto_eval: when the store holds no evaluation run, start a quick real one in the
             background at start-up (a subprocess running ``gpu-arena eval``), so that a first
             visitor sees real numbers. Off here (a library, the tests); ``gpu-arena serve`` turns
@@ -72,6 +75,7 @@ class ServerSettings:
     store_episodes: bool = True
     tombstones: int = 4096
     ws_compression: bool = False
+    gc_freeze: bool = True
     auto_eval: bool = False
     auto_eval_policies: str = "rule_expert,oracle,no_negotiation,random_valid,greedy_hoarder,always_accept"
     auto_eval_tasks: str = "single_trade,market_round,coalition_market"
