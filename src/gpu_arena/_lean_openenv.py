@@ -5,8 +5,8 @@ Gradio, pandas and their dependencies, as soon as the package is imported, becau
 installed (it is one of openenv's required dependencies). OpenEnv itself treats that module as
 optional: its package ``__init__`` catches ``ModuleNotFoundError`` and leaves the web interface
 out. GPU Arena serves its own dashboard, so every process that imports the environment (the
-server, each evaluation worker, a trainer) would pay about a second of start-up and 90-100 MB of
-resident memory for a UI it never starts (decision 0019 has the measurements).
+server, each evaluation worker, a trainer) would pay more than two seconds of start-up and about
+100 MB of resident memory for a UI it never starts (decision 0019 has the measurements).
 
 Importing this module marks that one module as absent (``sys.modules[name] = None``, which Python
 answers with ``ModuleNotFoundError``), so OpenEnv takes its own no-web-interface path. Nothing
