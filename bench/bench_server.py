@@ -54,6 +54,7 @@ from openenv.core.env_server.types import WSObservationResponse
 from websockets.asyncio.client import connect
 
 from bench_core import load_calib, step_floor
+from gpu_arena._process import end_process
 from gpu_arena.client import action_payload
 from gpu_arena.core.types import TASKS
 from gpu_arena.env import GpuArenaEnv
@@ -259,8 +260,7 @@ def main() -> None:
                 mem.update({"worlds": args.worlds, "worlds_steps": played, "worlds_seconds": time.perf_counter() - t0,
                             "rss_mb_after_worlds": rss_mb(proc.pid)})
         finally:
-            proc.terminate()
-            proc.wait(timeout=30)
+            end_process(proc, grace_s=30)
     for task, row in tasks.items():
         before = calib.calib_ops_per_s(1.0)
         row.update(served_floor(task, args.seconds))

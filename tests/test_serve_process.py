@@ -16,6 +16,8 @@ from typing import Any
 
 import pytest
 
+from gpu_arena._process import end_process
+
 GPU_ARENA = shutil.which("gpu-arena", path=str(Path(sys.executable).parent)) or shutil.which("gpu-arena")
 
 
@@ -53,9 +55,4 @@ def test_gpu_arena_serve_plays_an_episode(tmp_path: Path) -> None:
                     break
             assert out_step["done"] and out_step["observation"]["metadata"].get("replay_id")
         finally:
-            proc.terminate()
-            try:
-                proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+            end_process(proc, grace_s=30)

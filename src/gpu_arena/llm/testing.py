@@ -30,6 +30,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from .._process import end_process
 from .prompts import system_prompt
 from .tools import action_tools
 
@@ -201,12 +202,7 @@ def serve(*, port: int | None = None, startup_timeout_s: float = 120.0, log_path
             time.sleep(0.25)
         yield f"{base}/v1"
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        end_process(proc, grace_s=15)
         log.close()
 
 

@@ -26,6 +26,7 @@ from contextlib import closing
 from pathlib import Path
 from typing import IO, Any
 
+from .._process import end_process
 from ..core.types import SPLITS, TASKS
 from ..evaluation.store import db_path, latest_run
 from .settings import ServerSettings
@@ -174,7 +175,7 @@ class AutoEval:
         try:
             rc = proc.wait(timeout=max(0.0, deadline - time.monotonic()))
         except subprocess.TimeoutExpired:
-            self._end(proc)
+            end_process(proc, grace_s=5)
             return f"stopped after {self.settings.auto_eval_timeout_s:g} s (auto_eval_timeout_s) during {split}"
         if self._stopping.is_set():
             return "stopped with the server"
@@ -190,22 +191,12 @@ class AutoEval:
             self._finished_at, self._current, self._proc = time.time(), None, None
         (log.info if state == "done" else log.warning)("first-run evaluation %s: %s", state, message)
 
-    @staticmethod
-    def _end(proc: subprocess.Popen[bytes]) -> None:
-        if proc.poll() is None:
-            proc.terminate()
-            try:
-                proc.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(timeout=5)
-
     def stop(self) -> None:
         self._stopping.set()
         with self._lock:
             proc = self._proc
         if proc is not None:
-            self._end(proc)
+            end_process(proc, grace_s=5)
         if self._thread is not None:
             self._thread.join(timeout=10)
 
