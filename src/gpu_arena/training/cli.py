@@ -88,15 +88,19 @@ def train_sft(
     seed: int = typer.Option(0, help="seed (initialisation, data order)"),
     db: str | None = typer.Option(None, help="SQLite store (default .arena/arena.db or $GPU_ARENA_DB)"),
     overwrite: bool = typer.Option(False, help="write into a non-empty --output"),
+    verbose: bool = typer.Option(False, "--verbose", "-v", help="show third-party warnings and logs"),
 ) -> None:
     """Supervised fine-tuning on arena chats (TRL SFTTrainer, loss on the assistant turns only)."""
+    from .progress import StageProgress, quiet_third_party
     from .sft import SFTRun, run_sft
 
     try:
-        result = run_sft(SFTRun(data=data, output_dir=output, preset=preset, model=model, epochs=epochs,
-                                learning_rate=lr, batch_size=batch_size, grad_accum=grad_accum, max_length=max_length,
-                                max_steps=max_steps, lora=lora, assistant_only_loss=assistant_only, seed=seed, db=db,
-                                overwrite=overwrite))
+        with quiet_third_party(verbose), StageProgress("sft", max_steps or 0, console=console) as bar:
+            result = run_sft(SFTRun(data=data, output_dir=output, preset=preset, model=model, epochs=epochs,
+                                    learning_rate=lr, batch_size=batch_size, grad_accum=grad_accum,
+                                    max_length=max_length, max_steps=max_steps, lora=lora,
+                                    assistant_only_loss=assistant_only, seed=seed, db=db, overwrite=overwrite),
+                             display=bar)
     except _common_train_errors() as e:
         raise _fail(e) from None
     console.print(f"SFT run {result['run_id']}: {result['steps']} steps, train loss {result['train_loss']:.4f}, "
@@ -116,7 +120,8 @@ def train_grpo(
     env_url: str | None = typer.Option(None, help="play against a GPU Arena server (http://host:port) "
                                                   "instead of in-process"),
     opponents: str | None = typer.Option(None, help="one policy for every other seat (default: the world's archetypes)"),
-    steps: int | None = typer.Option(None, min=1, help="optimiser steps (default: the preset's)"),
+    max_steps: int | None = typer.Option(None, "--max-steps", "--steps", min=1,
+                                         help="optimiser steps (default: the preset's)"),
     generations: int | None = typer.Option(None, min=2, help="rollouts per world (the GRPO group)"),
     prompts_per_step: int | None = typer.Option(None, min=1, help="worlds per step"),
     lr: float | None = typer.Option(None, "--lr", help="learning rate"),
@@ -131,23 +136,125 @@ def train_grpo(
     seed: int = typer.Option(0, help="seed (sampling, data order)"),
     db: str | None = typer.Option(None, help="SQLite store (default .arena/arena.db or $GPU_ARENA_DB)"),
     overwrite: bool = typer.Option(False, help="write into a non-empty --output"),
+    verbose: bool = typer.Option(False, "--verbose", "-v", help="show third-party warnings and logs"),
 ) -> None:
     """Multi-turn GRPO: whole episodes against the environment, the seat's actions as tools, the
     episode return as the reward (TRL GRPOTrainer with environment_factory)."""
     from .grpo import GRPORun, run_grpo
+    from .presets import get_preset
+    from .progress import StageProgress, quiet_third_party
 
     try:
-        result = run_grpo(GRPORun(
-            output_dir=output, model=model, preset=preset, tasks=_list(task), split=split,
-            seeds=tuple(range(seed_start, seed_start + seeds)), env_url=env_url, opponents=opponents,
-            max_steps=steps, num_generations=generations, prompts_per_step=prompts_per_step, learning_rate=lr,
-            temperature=temperature, max_completion_length=max_completion_length, max_turn_tokens=max_turn_tokens,
-            beta=beta, scale_rewards=scale_rewards, lora=lora, seed=seed, db=db, overwrite=overwrite))
+        total = max_steps or get_preset(preset).grpo.max_steps
+        with quiet_third_party(verbose), StageProgress("grpo", total, console=console) as bar:
+            result = run_grpo(GRPORun(
+                output_dir=output, model=model, preset=preset, tasks=_list(task), split=split,
+                seeds=tuple(range(seed_start, seed_start + seeds)), env_url=env_url, opponents=opponents,
+                max_steps=max_steps, num_generations=generations, prompts_per_step=prompts_per_step,
+                learning_rate=lr, temperature=temperature, max_completion_length=max_completion_length,
+                max_turn_tokens=max_turn_tokens, beta=beta, scale_rewards=scale_rewards, lora=lora, seed=seed,
+                db=db, overwrite=overwrite), display=bar)
     except _common_train_errors() as e:
         raise _fail(e) from None
     final = result.get("final") or {}
     console.print(f"GRPO run {result['run_id']}: {result['steps']} steps in {result['duration_s']:.0f} s; last step "
                   f"reward {final.get('reward', float('nan')):+.4f}; checkpoint {output} (llm:hf:{output}?mode=tools)")
+
+
+@train_app.command("rft")
+def train_rft(
+    output: str = typer.Option(..., "--output", "-o", help="checkpoint directory to write"),
+    model: str = typer.Option(..., help="checkpoint to start from (the SFT output)"),
+    preset: str = typer.Option("tiny", help="tiny | small | smollm2 (hyperparameters)"),
+    task: str = typer.Option("single_trade", "--task", "--tasks", help="comma-separated tasks"),
+    seed_start: int = typer.Option(1000, min=0, help="first train world seed (each iteration takes fresh ones)"),
+    max_steps: int | None = typer.Option(None, "--max-steps", "--iterations", min=1,
+                                         help="iterations: sample, keep the better episodes, fine-tune"),
+    worlds: int | None = typer.Option(None, min=1, help="fresh train worlds per iteration"),
+    samples: int | None = typer.Option(None, min=2, help="sampled episodes per world (the group)"),
+    temperature: float | None = typer.Option(None, help="sampling temperature"),
+    lr: float | None = typer.Option(None, "--lr", help="learning rate of each fine-tuning pass"),
+    min_return: float | None = typer.Option(None, help="keep only episodes with at least this return"),
+    seed: int = typer.Option(0, help="seed (sampling, data order)"),
+    db: str | None = typer.Option(None, help="SQLite store (default .arena/arena.db or $GPU_ARENA_DB)"),
+    overwrite: bool = typer.Option(False, help="write into a non-empty --output"),
+    verbose: bool = typer.Option(False, "--verbose", "-v", help="show third-party warnings and logs"),
+) -> None:
+    """Expert iteration against the live environment: sample whole episodes per world, keep those
+    above their world's mean return, fine-tune on them (TRL SFTTrainer), repeat."""
+    from .presets import get_preset
+    from .progress import StageProgress, quiet_third_party
+    from .rft import RFTRun, run_rft
+
+    try:
+        total = max_steps or get_preset(preset).rft.iterations
+        with quiet_third_party(verbose), StageProgress("rft", total, console=console) as bar:
+            result = run_rft(RFTRun(output_dir=output, model=model, preset=preset, tasks=_list(task),
+                                    seed_start=seed_start, iterations=max_steps, worlds_per_iteration=worlds,
+                                    samples_per_world=samples, temperature=temperature, learning_rate=lr,
+                                    min_return=min_return, seed=seed, db=db, overwrite=overwrite),
+                             progress=lambda m: bar.update(int(m["iteration"]), m))
+    except _common_train_errors() as e:
+        raise _fail(e) from None
+    final = result.get("final") or {}
+    console.print(f"RFT run {result['run_id']}: {result['steps']} iterations, {result['episodes']} episodes in "
+                  f"{result['duration_s']:.0f} s ({result['episodes_per_min']:.0f}/min); last sampled reward "
+                  f"{final.get('reward', float('nan')):+.4f}; checkpoint {output} (llm:hf:{output}?mode=tools)")
+
+
+@train_app.command("pipeline")
+def train_pipeline(
+    output: str = typer.Option(..., "--output", "-o", help="directory for every stage's output and evidence.json"),
+    preset: str = typer.Option("small", help="tiny (CI, minutes) | small (the documented CPU run)"),
+    task: str = typer.Option("single_trade", help="the task to train on (evaluated with the preset's extra tasks)"),
+    from_stage: str = typer.Option("data", help="first stage to run: data | sft | rl | eval (earlier outputs are "
+                                                "reused)"),
+    to_stage: str = typer.Option("eval", help="last stage to run"),
+    rl_method: str | None = typer.Option(None, "--rl", help="rft (expert iteration, default) | grpo"),
+    model: str | None = typer.Option(None, help="start SFT from this checkpoint (default: the preset's model)"),
+    max_steps: int | None = typer.Option(None, "--max-steps", min=1, help="SFT optimiser steps"),
+    rl_steps: int | None = typer.Option(None, "--rl-steps", min=1, help="RL iterations (rft) or steps (grpo)"),
+    data_seeds: int | None = typer.Option(None, min=1, help="teacher episodes (train seeds 0..N-1)"),
+    eval_seeds: int | None = typer.Option(None, min=1, help="holdout seeds 0..N-1"),
+    eval_tasks: str | None = typer.Option(None, help="comma-separated holdout tasks (default: the task and the "
+                                                     "preset's extra ones)"),
+    workers: int = typer.Option(2, min=1, help="evaluation worker processes"),
+    seed: int = typer.Option(0, help="seed (initialisation, sampling, data order)"),
+    db: str | None = typer.Option(None, help="SQLite store (default .arena/arena.db or $GPU_ARENA_DB)"),
+    verbose: bool = typer.Option(False, "--verbose", "-v", help="show third-party warnings and logs"),
+) -> None:
+    """SFT data -> SFT -> RL against the live environment -> holdout evaluation with paired CIs ->
+    OUTPUT/evidence.json; every stage recorded in the store, resumable with --from-stage."""
+    from .pipeline import PipelineRun, run_pipeline
+    from .progress import StageProgress, quiet_third_party
+
+    run = PipelineRun(output=output, preset=preset, task=task, from_stage=from_stage, to_stage=to_stage,
+                      rl_method=rl_method, model=model, data_seeds=data_seeds, sft_steps=max_steps,
+                      rl_iterations=rl_steps, eval_seeds=eval_seeds,
+                      eval_tasks=_list(eval_tasks) if eval_tasks else None, workers=workers, seed=seed, db=db)
+    try:
+        with quiet_third_party(verbose):
+            state = run_pipeline(run, display=lambda stage, total: StageProgress(stage, total, console=console))
+    except _common_train_errors() as e:
+        raise _fail(e) from None
+    for stage, info in state["stages"].items():
+        console.print(f"{stage}: {info['status']} in {info.get('wall_s', 0):.0f} s")
+    if "evidence" in state:
+        _print_evidence(state["evidence"])
+
+
+def _print_evidence(path: str) -> None:
+    from pathlib import Path
+
+    evidence = json.loads(Path(path).read_text())
+    table = Table(title="paired by holdout seed")
+    for col in ("task", "comparison", "n", "mean", "95% CI", "W/L"):
+        table.add_column(col)
+    for c in evidence["comparisons"]:
+        table.add_row(c["task"], c["comparison"], str(c["n"]), f"{c['mean_diff']:+.4f}",
+                      f"[{c['ci_low']:+.3f}, {c['ci_high']:+.3f}]", f"{c['wins']}/{c['losses']}")
+    console.print(table)
+    console.print(f"evidence: {path}")
 
 
 @train_app.command("prepare")

@@ -25,6 +25,7 @@ from ..llm.tools import action_tools
 from .arena_env import ArenaToolEnv, reward_functions
 from .common import MetricsCallback, check_output_dir, describe_model, logged_run, starting_model, use_cpu
 from .presets import SCALE_REWARDS, PresetError, get_preset, save_checkpoint
+from .progress import drop_printer, progress_callback
 from .runlog import RunLog
 
 
@@ -135,8 +136,9 @@ def build_trainer(run: GRPORun, model: Any, tokenizer: Any, callbacks: list[Any]
     return trainer
 
 
-def run_grpo(run: GRPORun) -> dict[str, Any]:
-    """Train with GRPO; write the checkpoint to ``run.output_dir``; log to the store and JSONL."""
+def run_grpo(run: GRPORun, display: Any = None) -> dict[str, Any]:
+    """Train with GRPO; write the checkpoint to ``run.output_dir``; log to the store and JSONL.
+    ``display``: a :class:`~gpu_arena.training.progress.StageProgress` moved step by step."""
     run = run.resolved()
     run.validate()
     preset = get_preset(run.preset)
@@ -147,7 +149,11 @@ def run_grpo(run: GRPORun) -> dict[str, Any]:
     runlog = RunLog(kind="grpo", config=config, output_dir=out, preset=run.preset, model=start.source, db=run.db)
     callback = MetricsCallback(runlog, episodes_per_step=int(run.num_generations or 2) * int(run.prompts_per_step or 1))
     def train() -> dict[str, Any]:
-        trainer = build_trainer(run, start.model, start.tokenizer, [callback])
+        callbacks: list[Any] = [callback]
+        if display is not None:
+            callbacks.append(progress_callback(display))
+        trainer = build_trainer(run, start.model, start.tokenizer, callbacks)
+        drop_printer(trainer)
         result = trainer.train()
         model: Any = trainer.model
         if run.lora:

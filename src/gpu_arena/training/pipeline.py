@@ -1,0 +1,327 @@
+"""``gpu-arena train pipeline``: SFT data → SFT → RL against the live environment → holdout evaluation
+→ ``evidence.json``, one command, every stage recorded.
+
+Stages (:data:`STAGES`) and what each leaves in the output directory:
+
+- ``data``: ``data/`` — the teacher's episodes as chats (:mod:`gpu_arena.training.data`);
+- ``sft``: ``sft/`` — the SFT checkpoint (the *start* the evidence compares against);
+- ``rl``: ``rl/`` — the trained checkpoint: expert iteration (:mod:`.rft`, the default) or GRPO (:mod:`.grpo`);
+- ``eval``: ``eval.json``, ``eval-replays.jsonl`` and ``evidence.json`` — the trained model, the SFT
+  start and the baselines on holdout worlds, seat ``lab_0``, greedy decoding, through the same
+  evaluation runner as ``gpu-arena eval`` (its rows are stored as an evaluation run), and the
+  paired differences by seed (:data:`COMPARISONS`).
+
+``pipeline.json`` keeps each stage's status, wall time and store run id, so ``--from-stage rl``
+re-runs RL and evaluation on the SFT checkpoint already there instead of redoing SFT. A stage's
+output is replaced when it runs again.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..core.types import TASKS
+from .presets import PresetError, get_preset
+
+STAGES = ("data", "sft", "rl", "eval")
+RL_METHODS = ("rft", "grpo")
+STATE_NAME = "pipeline.json"
+EVIDENCE_NAME = "evidence.json"
+# (name, the policy whose return is first, the one subtracted): every comparison is paired by seed
+COMPARISONS = (
+    ("trained-vs-no_negotiation", "trained", "no_negotiation"),
+    ("trained-vs-sft", "trained", "sft"),
+    ("sft-vs-no_negotiation", "sft", "no_negotiation"),
+    ("trained-vs-rule_expert", "trained", "rule_expert"),
+)
+
+
+@dataclass
+class PipelineRun:
+    """One pipeline run. ``None`` fields take the preset's pipeline defaults."""
+
+    output: str
+    preset: str = "small"
+    task: str = "single_trade"
+    from_stage: str = "data"
+    to_stage: str = "eval"
+    rl_method: str | None = None
+    model: str | None = None  # start SFT from this checkpoint instead of the preset's
+    data_seeds: int | None = None
+    sft_steps: int | None = None
+    rl_iterations: int | None = None
+    eval_seeds: int | None = None
+    eval_tasks: tuple[str, ...] | None = None
+    baselines: tuple[str, ...] = ("no_negotiation", "rule_expert", "random_valid")
+    workers: int = 2
+    seed: int = 0
+    db: str | None = None
+
+    def command_line(self) -> str:
+        """The ``gpu-arena train pipeline`` command that repeats this run (options left at their
+        defaults are not written)."""
+        words = ["gpu-arena", "train", "pipeline", "--preset", self.preset, "--output", self.output]
+        flags = {"task": "--task", "rl_method": "--rl", "model": "--model", "sft_steps": "--max-steps",
+                 "rl_iterations": "--rl-steps", "data_seeds": "--data-seeds", "eval_seeds": "--eval-seeds",
+                 "workers": "--workers", "seed": "--seed"}
+        defaults = PipelineRun(output=self.output)
+        for name, flag in flags.items():
+            value = getattr(self, name)
+            if value is not None and value != getattr(defaults, name):
+                words += [flag, str(value)]
+        if self.eval_tasks is not None:
+            words += ["--eval-tasks", ",".join(self.eval_tasks)]
+        return shlex.join(words)
+
+    def resolved(self) -> PipelineRun:
+        d = get_preset(self.preset).pipeline
+        pick = (lambda v, default: default if v is None else v)  # noqa: E731
+        return PipelineRun(**{**asdict(self), "rl_method": pick(self.rl_method, d.rl_method),
+                              "data_seeds": pick(self.data_seeds, d.data_seeds),
+                              "sft_steps": pick(self.sft_steps, d.sft_steps),
+                              "rl_iterations": pick(self.rl_iterations, d.rl_iterations),
+                              "eval_seeds": pick(self.eval_seeds, d.eval_seeds),
+                              "eval_tasks": tuple(pick(self.eval_tasks, (self.task, *d.extra_eval_tasks)))})
+
+    def validate(self) -> None:
+        for t in (self.task, *(self.eval_tasks or ())):
+            if t not in TASKS:
+                raise PresetError(f"unknown task {t!r}; expected one of {', '.join(TASKS)}")
+        for name in (self.from_stage, self.to_stage):
+            if name not in STAGES:
+                raise PresetError(f"unknown stage {name!r}; expected one of {', '.join(STAGES)}")
+        if STAGES.index(self.from_stage) > STAGES.index(self.to_stage):
+            raise PresetError(f"--from-stage {self.from_stage} comes after --to-stage {self.to_stage}")
+        if self.rl_method not in RL_METHODS:
+            raise PresetError(f"unknown RL method {self.rl_method!r}; expected one of {', '.join(RL_METHODS)}")
+        if "no_negotiation" not in self.baselines or "rule_expert" not in self.baselines:
+            raise PresetError("the evidence compares with no_negotiation and rule_expert: keep both in --baselines")
+        if self.workers < 1:
+            raise PresetError("workers must be at least 1")
+
+
+@dataclass
+class Paths:
+    root: Path
+    data: Path = field(init=False)
+    sft: Path = field(init=False)
+    rl: Path = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.data, self.sft, self.rl = self.root / "data", self.root / "sft", self.root / "rl"
+
+    @property
+    def state(self) -> Path:
+        return self.root / STATE_NAME
+
+    @property
+    def evidence(self) -> Path:
+        return self.root / EVIDENCE_NAME
+
+
+def llm_policy(checkpoint: Path) -> str:
+    """How the evaluation names a checkpoint: tools mode, greedy, one answer capped at 64 tokens."""
+    return f"llm:hf:{checkpoint}?mode=tools&max_tokens=64"
+
+
+def _load_state(paths: Paths) -> dict[str, Any]:
+    if paths.state.exists():
+        try:
+            return dict(json.loads(paths.state.read_text()))
+        except ValueError:
+            pass
+    return {"stages": {}}
+
+
+def _needs(stage: str, paths: Paths) -> None:
+    """What a stage reads from earlier ones must be there (``--from-stage`` skips those)."""
+    required = {"sft": [paths.data / "provenance.json"], "rl": [paths.sft / "config.json"],
+                "eval": [paths.sft / "config.json", paths.rl / "config.json"]}[stage] if stage != "data" else []
+    for p in required:
+        if not p.exists():
+            raise PresetError(f"stage {stage} needs {p}; run the earlier stages first (--from-stage)")
+
+
+Reporter = Callable[[str, str, int, dict[str, Any] | None], None]  # (stage, event, completed, metrics)
+
+
+def run_pipeline(run: PipelineRun, *, display: Callable[[str, int], Any] | None = None) -> dict[str, Any]:
+    """Run the stages from ``run.from_stage`` to ``run.to_stage``; return the final state (and the
+    evidence when the eval stage ran). ``display(stage, total)`` returns a progress context with
+    ``update(completed, metrics)`` (:class:`~gpu_arena.training.progress.StageProgress`)."""
+    from .progress import StageProgress
+
+    command = run.command_line()  # as given: defaults resolved later are the preset's
+    run = run.resolved()
+    run.validate()
+    paths = Paths(Path(run.output))
+    paths.root.mkdir(parents=True, exist_ok=True)
+    state = _load_state(paths)
+    state["config"] = asdict(run)
+    # the evidence names the command that ran the first stage; resumptions are listed after it
+    if run.from_stage == STAGES[0] or "command" not in state:
+        state["command"], state["resumed"] = command, []
+    else:
+        state.setdefault("resumed", []).append(command)
+    show = display or (lambda stage, total: StageProgress(stage, total, enabled=False))
+    first, last = STAGES.index(run.from_stage), STAGES.index(run.to_stage)
+    for stage in STAGES[first:last + 1]:
+        _needs(stage, paths)
+        state["stages"][stage] = {"status": "running"}
+        _save_state(paths, state)
+        t0 = time.perf_counter()
+        try:
+            info = _STAGE_FUNCS[stage](run, paths, show)
+        except BaseException as e:
+            state["stages"][stage] = {"status": "failed", "error": f"{type(e).__name__}: {e}",
+                                      "wall_s": time.perf_counter() - t0}
+            _save_state(paths, state)
+            raise
+        state["stages"][stage] = {"status": "finished", "wall_s": time.perf_counter() - t0, **info}
+        _save_state(paths, state)
+    if last == STAGES.index("eval"):
+        state["evidence"] = str(paths.evidence)
+    return state
+
+
+def _save_state(paths: Paths, state: dict[str, Any]) -> None:
+    paths.state.write_text(json.dumps(state, indent=2, default=str))
+
+
+# ---------------------------------------------------------------------- stages
+
+def _stage_data(run: PipelineRun, paths: Paths, show: Callable[[str, int], Any]) -> dict[str, Any]:
+    from .data import SFTDataSpec, build_sft_records, save_sft_data
+
+    d = get_preset(run.preset).pipeline
+    spec = SFTDataSpec(policy=d.teacher, tasks=(run.task,), split="train", seeds=tuple(range(int(run.data_seeds or 1))))
+    with show("data", len(spec.seeds)) as bar:
+        done = [0]
+
+        def tick(n: int) -> None:
+            done[0] += n
+            bar.update(done[0])
+
+        records, provenance = build_sft_records(spec, progress=tick)
+    save_sft_data(records, provenance, paths.data)
+    return {"episodes": provenance["episodes_kept"], "mean_return": provenance["mean_return_kept"],
+            "teacher": d.teacher}
+
+
+def _stage_sft(run: PipelineRun, paths: Paths, show: Callable[[str, int], Any]) -> dict[str, Any]:
+    from .sft import SFTRun, run_sft
+
+    steps = int(run.sft_steps or 1)
+    with show("sft", steps) as bar:
+        result = run_sft(SFTRun(data=str(paths.data), output_dir=str(paths.sft), preset=run.preset, model=run.model,
+                                max_steps=steps, seed=run.seed, db=run.db, overwrite=True), display=bar)
+    return {"run_id": result["run_id"], "steps": result["steps"], "train_loss": result["train_loss"],
+            "tokens_per_s": (result.get("final") or {}).get("train_tokens_per_s")}
+
+
+def _stage_rl(run: PipelineRun, paths: Paths, show: Callable[[str, int], Any]) -> dict[str, Any]:
+    iterations = int(run.rl_iterations or 1)
+    if run.rl_method == "grpo":
+        from .grpo import GRPORun, run_grpo
+
+        with show("rl (grpo)", iterations) as bar:
+            result = run_grpo(GRPORun(output_dir=str(paths.rl), model=str(paths.sft), preset=run.preset,
+                                      tasks=(run.task,), max_steps=iterations, seed=run.seed, db=run.db,
+                                      overwrite=True), display=bar)
+    else:
+        from .rft import RFTRun, run_rft
+
+        with show("rl (rft)", iterations) as bar:
+            result = run_rft(RFTRun(output_dir=str(paths.rl), model=str(paths.sft), preset=run.preset,
+                                    tasks=(run.task,), iterations=iterations, seed=run.seed, db=run.db,
+                                    overwrite=True),
+                             progress=lambda m: bar.update(int(m["iteration"]), m))
+    final = result.get("final") or {}
+    return {"run_id": result["run_id"], "method": run.rl_method, "steps": result.get("steps"),
+            "episodes_per_min": result.get("episodes_per_min", final.get("arena/episodes_per_min"))}
+
+
+def _stage_eval(run: PipelineRun, paths: Paths, show: Callable[[str, int], Any]) -> dict[str, Any]:
+    from ..evaluation import aggregate, run_evaluation
+    from ..evaluation.replay import write_jsonl
+    from ..evaluation.store import connect, git_commit, load_optima, save_optima, save_run
+    from .evaluate import turn_stats
+
+    roles = {"trained": llm_policy(paths.rl), "sft": llm_policy(paths.sft), **{b: b for b in run.baselines}}
+    policies = list(dict.fromkeys(roles.values()))
+    tasks = list(run.eval_tasks or (run.task,))
+    seeds = list(range(int(run.eval_seeds or 1)))
+    con = connect(run.db)
+    optima = load_optima(con)
+    t0 = time.perf_counter()
+    with show("eval", len(policies) * len(tasks) * len(seeds)) as bar:
+        done = [0]
+
+        def tick(n: int) -> None:
+            done[0] += n
+            bar.update(done[0])
+
+        results = run_evaluation(policies, tasks, "holdout", seeds, workers=run.workers, keep_replays=True,
+                                 optima=optima, progress=tick)
+    duration = time.perf_counter() - t0
+    rows = aggregate(results)
+    save_optima(con, optima)
+    args = {"policies": policies, "tasks": tasks, "split": "holdout", "seeds": len(seeds), "seed_start": 0,
+            "workers": run.workers, "pipeline": str(paths.root)}
+    eval_run = save_run(con, kind="eval", args=args, seeds=seeds, rows=rows, episodes=results, duration_s=duration)
+    replays = paths.root / "eval-replays.jsonl"
+    write_jsonl(replays, (r.replay for r in results if r.replay))
+    turns = turn_stats(replays)
+    (paths.root / "eval.json").write_text(json.dumps({"results": rows, "turns": turns, "args": args,
+                                                       "duration_s": duration}, indent=2))
+    comparisons = compare(results, roles)
+    state = _load_state(paths)
+    wall = {s: float(v["wall_s"]) for s, v in state.get("stages", {}).items() if "wall_s" in v}
+    wall["eval"] = time.perf_counter() - t0
+    by_policy = {p: role for role, p in roles.items()}
+    evidence = {
+        "command": state.get("command") or run.command_line(),
+        "commit": git_commit(), "preset": run.preset, "task": run.task, "rl_method": run.rl_method,
+        "seeds": {"holdout": [seeds[0], seeds[-1]], "sft_data_train": [0, int(run.data_seeds or 1) - 1],
+                  "seed": run.seed},
+        "resumed": state.get("resumed", []), "wall_s": wall, "policies": roles, "eval_run_id": eval_run,
+        "runs": {**{s: v.get("run_id") for s, v in state.get("stages", {}).items() if v.get("run_id") is not None},
+                 "eval": eval_run},
+        "comparisons": comparisons,
+        "valid_turns": [{"role": by_policy.get(t["policy"], t["policy"]), **t} for t in turns],
+        "results": [{"role": by_policy.get(r["policy"], r["policy"]), **r} for r in rows],
+    }
+    paths.evidence.write_text(json.dumps(evidence, indent=2))
+    return {"run_id": eval_run, "episodes": len(results), "evidence": str(paths.evidence)}
+
+
+def compare(results: Sequence[Any], roles: dict[str, str]) -> list[dict[str, Any]]:
+    """The evidence's paired comparisons (:data:`COMPARISONS`) on every task and split evaluated."""
+    from ..evaluation import paired_differences
+
+    returns = [(r.policy, r.task, r.split, r.seed, r.episode_return) for r in results]
+    out = []
+    for name, first, second in COMPARISONS:
+        if first not in roles or second not in roles:
+            continue
+        for row in paired_differences(returns, roles[first]):
+            if row["versus"] != roles[second]:
+                continue
+            out.append({"task": row["task"], "split": row["split"], "comparison": name, "n": row["n"],
+                        "mean_diff": row["mean_diff"], "ci_low": row["ci_low"], "ci_high": row["ci_high"],
+                        "wins": row["wins"], "losses": row["losses"]})
+    return out
+
+
+_STAGE_FUNCS: dict[str, Callable[[PipelineRun, Paths, Callable[[str, int], Any]], dict[str, Any]]] = {
+    "data": _stage_data, "sft": _stage_sft, "rl": _stage_rl, "eval": _stage_eval,
+}
+
+__all__ = ["COMPARISONS", "EVIDENCE_NAME", "RL_METHODS", "STAGES", "PipelineRun", "compare", "llm_policy",
+           "run_pipeline"]

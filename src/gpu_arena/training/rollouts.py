@@ -1,0 +1,228 @@
+"""Batched on-policy rollouts: many whole episodes of one model against the live environment at once.
+
+A local checkpoint plays the controlled seat of ``len(worlds)`` in-process environments together.
+Every round, the conversations of the episodes still running are rendered with the model's chat
+template and the seat's tool schemas, padded on the left into one batch, and answered by one
+``model.generate`` call; each answer is read exactly as :class:`gpu_arena.llm.TransformersAgent`
+reads it (the tokenizer's response parser for tool calls, else :func:`gpu_arena.llm.parse_action`
+on the text) and stepped in its own environment. An answer the parser cannot read is stepped as
+the agents' ``FormatError`` (an invalid action with its penalty), so a rollout's return is the
+return the same model would get as ``llm:hf:DIR?mode=tools`` in an evaluation with the same
+sampling.
+
+Why not TRL's GRPO generation loop: it re-renders and re-generates every rollout per tool call
+with the trainer's bookkeeping around it (15-19 episodes/min for the ``small`` model, decision
+0020); here one ``generate`` serves every episode of a round, so the model's own work dominates.
+
+Each :class:`Rollout` keeps the chat as the model lived it and the parsed actions, so a rollout
+is also an SFT record in the teacher data's format (:meth:`Rollout.record`: the actions written
+by :func:`gpu_arena.training.data.render_reply`, the same rendering the teacher's records get).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..core.types import REWARD_COLUMNS
+from ..llm.parsing import FormatError, parse_action
+from ..llm.prompts import Conversation
+from ..llm.tools import action_tools
+
+
+@dataclass(frozen=True)
+class World:
+    """One episode to play: ``task``, ``split`` and world ``seed`` (opponents and shocks follow)."""
+
+    task: str
+    split: str
+    seed: int
+
+
+@dataclass
+class Rollout:
+    """One finished (or cut) episode of the controlled seat."""
+
+    world: World
+    messages: list[dict[str, Any]]  # the chat as the model saw it and answered it
+    actions: list[Any] = field(default_factory=list)  # ArenaAction or FormatError, one per round
+    episode_return: float = 0.0
+    columns: dict[str, float] = field(default_factory=lambda: dict.fromkeys(REWARD_COLUMNS, 0.0))
+    valid_turns: int = 0
+    format_errors: int = 0
+    generated_tokens: int = 0
+
+    @property
+    def turns(self) -> int:
+        return len(self.actions)
+
+    def record(self, policy: str) -> dict[str, Any]:
+        """The episode as an SFT record (``gpu_arena.sft/1`` row, tools mode), or ``{}`` when a turn
+        could not be read (a format error has no action to write)."""
+        from .data import render_reply
+
+        if self.format_errors:
+            return {}
+        conv_msgs = [m for m in self.messages if m["role"] != "assistant"]
+        out: list[dict[str, Any]] = [conv_msgs[0]]
+        for i, action in enumerate(self.actions):
+            out.append(conv_msgs[i + 1])
+            content, calls = render_reply(action, "tools", f"call_{i}")
+            msg: dict[str, Any] = {"role": "assistant", "content": content}
+            if calls:
+                msg["tool_calls"] = calls
+                # the next turn answers this call (a tool message) as in the teacher's records
+                if i + 2 < len(conv_msgs) and conv_msgs[i + 2]["role"] == "tool":
+                    conv_msgs[i + 2] = {**conv_msgs[i + 2], "tool_call_id": calls[0]["id"], "name": calls[0]["function"]["name"]}
+            out.append(msg)
+        if len(conv_msgs) > len(self.actions) + 1:  # the final "The episode is over." turn, answered empty
+            out.append(conv_msgs[len(self.actions) + 1])
+            out.append({"role": "assistant", "content": ""})
+        return {"messages": out, "tools": action_tools(), "task": self.world.task, "split": self.world.split,
+                "seed": self.world.seed, "policy": policy, "mode": "tools", "episode_return": self.episode_return,
+                "steps": self.turns, "invalid_actions": self.turns - self.valid_turns, "columns": dict(self.columns)}
+
+
+@dataclass
+class RolloutStats:
+    episodes: int
+    turns: int
+    generated_tokens: int
+    prompt_tokens: int
+    seconds: float
+    generate_seconds: float
+
+    @property
+    def episodes_per_min(self) -> float:
+        return 60.0 * self.episodes / max(self.seconds, 1e-9)
+
+
+class BatchedSampler:
+    """Plays worlds with ``model`` in the controlled seat, every round one batched ``generate``.
+
+    ``temperature=0`` decodes greedily. ``max_new_tokens`` caps one answer (an action takes 5-35
+    tokens). ``batch_size`` bounds how many episodes share a ``generate`` call. The model is used
+    in eval mode under ``torch.inference_mode`` and left as it was found.
+    """
+
+    def __init__(self, model: Any, tokenizer: Any, *, temperature: float = 1.0, top_p: float = 1.0,
+                 max_new_tokens: int = 64, batch_size: int = 32, seat: str = "lab_0",
+                 opponents: Any = None) -> None:
+        self.model = model
+        self.tokenizer = tokenizer
+        self.temperature = temperature
+        self.top_p = top_p
+        self.max_new_tokens = max_new_tokens
+        self.batch_size = batch_size
+        self.seat = seat
+        self.opponents = opponents
+        self.tools = action_tools()
+
+    def play(self, worlds: Sequence[World], *, seed: int = 0,
+             progress: Callable[[int], None] | None = None) -> tuple[list[Rollout], RolloutStats]:
+        """Play every world once; return the rollouts in the order of ``worlds`` and the timing."""
+        started = time.perf_counter()
+        stats = RolloutStats(0, 0, 0, 0, 0.0, 0.0)
+        out: list[Rollout] = []
+        for lo in range(0, len(worlds), self.batch_size):
+            chunk = list(worlds[lo:lo + self.batch_size])
+            out.extend(self._play_chunk(chunk, seed * 1_000_003 + lo, stats))
+            if progress is not None:
+                progress(len(chunk))
+        stats.episodes = len(out)
+        stats.seconds = time.perf_counter() - started
+        return out, stats
+
+    # ------------------------------------------------------------------ internals
+
+    def _play_chunk(self, worlds: list[World], seed: int, stats: RolloutStats) -> list[Rollout]:
+        from ..env import GpuArenaEnv
+
+        envs, convs, obs, rollouts = [], [], [], []
+        for w in worlds:
+            env = GpuArenaEnv(task=w.task, split=w.split, seat=self.seat, opponents=self.opponents)
+            o = env.reset(seed=w.seed)
+            conv = Conversation("tools")
+            envs.append(env)
+            convs.append(conv)
+            obs.append(o)
+            rollouts.append(Rollout(world=w, messages=conv.transcript))
+        call = 0
+        while True:
+            live = [i for i, o in enumerate(obs) if not o.done]
+            if not live:
+                break
+            for i in live:
+                convs[i].observe(obs[i])
+            answers = self._generate([convs[i].messages() for i in live], seed + call, stats)
+            call += 1
+            for i, (content, calls, n_new) in zip(live, answers, strict=True):
+                action = parse_action(calls if calls else content)
+                convs[i].reply(content, calls)
+                r = rollouts[i]
+                r.generated_tokens += n_new
+                r.actions.append(action)
+                if isinstance(action, FormatError):
+                    r.format_errors += 1
+                o = envs[i].step(action)
+                obs[i] = o
+                r.episode_return += float(o.reward or 0.0)
+                for c in REWARD_COLUMNS:
+                    r.columns[c] += float(o.reward_breakdown[c])
+                if o.last_action_result.ok:
+                    r.valid_turns += 1
+                stats.turns += 1
+        for conv, o in zip(convs, obs, strict=True):
+            conv.observe(o)  # the closing turn ("The episode is over."), as the teacher's records end
+        return rollouts
+
+    def _generate(self, batch: list[list[dict[str, Any]]], seed: int, stats: RolloutStats
+                  ) -> list[tuple[str, list[dict[str, Any]] | None, int]]:
+        import torch
+
+        from ..llm.agents import _parsed_tool_calls
+
+        tok, model = self.tokenizer, self.model
+        enc = tok.apply_chat_template(batch, tools=self.tools, add_generation_prompt=True, return_dict=True,
+                                      return_tensors="pt", padding=True)
+        ids, mask = enc["input_ids"].to(model.device), enc["attention_mask"].to(model.device)
+        width = int(ids.shape[1])
+        sample = self.temperature > 0
+        kwargs: dict[str, Any] = {"max_new_tokens": self.max_new_tokens, "do_sample": sample,
+                                  "pad_token_id": tok.pad_token_id, "eos_token_id": tok.eos_token_id}
+        if sample:
+            kwargs.update(temperature=self.temperature, top_p=self.top_p, top_k=0)
+        was_training = model.training
+        model.eval()
+        t0 = time.perf_counter()
+        try:
+            with torch.inference_mode():
+                if sample:
+                    torch.manual_seed(seed)
+                out = model.generate(input_ids=ids, attention_mask=mask, **kwargs)
+        finally:
+            if was_training:
+                model.train()
+        stats.generate_seconds += time.perf_counter() - t0
+        stats.prompt_tokens += int(mask.sum())
+        answers: list[tuple[str, list[dict[str, Any]] | None, int]] = []
+        for row in range(out.shape[0]):
+            new = out[row, width:]
+            ends = (new == tok.eos_token_id).nonzero()
+            if len(ends):
+                new = new[: int(ends[0]) + 1]  # keep the end token, as one unpadded generate returns it
+            new = new[new != tok.pad_token_id]
+            stats.generated_tokens += int(new.shape[0])
+            prompt = ids[row][mask[row].bool()]
+            text = tok.decode(new, skip_special_tokens=True)
+            parsed = _parsed_tool_calls(tok, new, prompt, self.tools)
+            if parsed is not None:
+                answers.append((parsed[0], parsed[1], int(new.shape[0])))
+            else:
+                answers.append((text, None, int(new.shape[0])))
+        return answers
+
+
+__all__ = ["BatchedSampler", "Rollout", "RolloutStats", "World"]

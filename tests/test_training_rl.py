@@ -1,0 +1,184 @@
+"""The RL stage's pieces: batched rollouts score what the environment scores, expert iteration keeps
+the right episodes and trains through TRL, the pipeline runs end to end and resumes, and the
+training commands show progress instead of raw logs."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import warnings
+from pathlib import Path
+from typing import Any
+
+import pytest
+from typer.testing import CliRunner
+
+from gpu_arena.cli import app
+from gpu_arena.core.types import REWARD_COLUMNS
+from gpu_arena.env import GpuArenaEnv
+from gpu_arena.llm.parsing import FormatError, parse_action
+from gpu_arena.training.data import load_sft_data
+from gpu_arena.training.pipeline import COMPARISONS, PipelineRun, run_pipeline
+from gpu_arena.training.presets import PresetError, load_pretrained
+from gpu_arena.training.progress import describe, quiet_third_party
+from gpu_arena.training.rft import select_rollouts
+from gpu_arena.training.rollouts import BatchedSampler, Rollout, World
+from training_helpers import make_sft_data, scripted_checkpoint
+
+ALLOCATE = '<tool_call>\n{"name": "allocate_to_job", "arguments": {}}\n</tool_call>'
+
+
+@pytest.fixture(scope="module")
+def sft_data(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return make_sft_data(tmp_path_factory.mktemp("rl") / "data", seeds=8)
+
+
+@pytest.fixture(scope="module")
+def tiny_sft(tmp_path_factory: pytest.TempPathFactory, sft_data: Path) -> Path:
+    """A tiny model after a few SFT steps: it writes tool calls, some readable, some not."""
+    from gpu_arena.training.sft import SFTRun, run_sft
+
+    out = tmp_path_factory.mktemp("rl") / "sft"
+    run_sft(SFTRun(data=str(sft_data), output_dir=str(out), preset="tiny", max_steps=6,
+                   db=str(out.parent / "arena.db")))
+    return out
+
+
+def replay(world: World, actions: list[Any]) -> tuple[float, dict[str, float]]:
+    env = GpuArenaEnv(task=world.task, split=world.split)
+    env.reset(seed=world.seed)
+    total, columns = 0.0, dict.fromkeys(REWARD_COLUMNS, 0.0)
+    for a in actions:
+        obs = env.step(a)
+        total += obs.reward or 0.0
+        for c in REWARD_COLUMNS:
+            columns[c] += obs.reward_breakdown[c]
+    assert env.episode is not None and env.episode.done
+    return total, columns
+
+
+@pytest.mark.parametrize("temperature", [0.0, 1.5])
+def test_batched_rollouts_score_what_the_environment_scores(tiny_sft: Path, temperature: float) -> None:
+    model, tok = load_pretrained(tiny_sft)
+    worlds = [World("single_trade", "train", s) for s in (3, 3, 4, 5)] + [World("market_round", "holdout", 1)]
+    rollouts, stats = BatchedSampler(model, tok, temperature=temperature, max_new_tokens=40, batch_size=3).play(
+        worlds, seed=7)
+    assert [r.world for r in rollouts] == worlds and stats.episodes == len(worlds)
+    for r in rollouts:
+        total, columns = replay(r.world, r.actions)
+        assert r.episode_return == pytest.approx(total, abs=1e-9)
+        for c in REWARD_COLUMNS:
+            assert r.columns[c] == pytest.approx(columns[c], abs=1e-9)
+        assert r.turns == len(r.actions) and r.valid_turns <= r.turns
+    if temperature == 0.0:  # greedy: the same world gives the same episode, whatever its batch neighbours
+        assert rollouts[0].actions == rollouts[1].actions
+    again, _ = BatchedSampler(model, tok, temperature=temperature, max_new_tokens=40, batch_size=3).play(worlds, seed=7)
+    assert [r.actions for r in again] == [r.actions for r in rollouts]  # seeded
+
+
+def test_a_rollout_is_an_sft_record_whose_actions_parse_back(tmp_path: Path, sft_data: Path) -> None:
+    ds, _ = load_sft_data(sft_data)
+    model_dir = scripted_checkpoint(tmp_path / "m", [dict(r) for r in ds], ALLOCATE)
+    model, tok = load_pretrained(model_dir)
+    [r], _ = BatchedSampler(model, tok, temperature=1.0).play([World("single_trade", "train", 2)])
+    assert r.format_errors == 0 and all(a.action_type == "allocate_to_job" for a in r.actions)
+    rec = r.record("rft")
+    assert rec["mode"] == "tools" and rec["episode_return"] == r.episode_return
+    calls = [m["tool_calls"] for m in rec["messages"] if m["role"] == "assistant" and m.get("tool_calls")]
+    assert [parse_action(c) for c in calls] == r.actions
+    roles = [m["role"] for m in rec["messages"]]
+    assert roles[:3] == ["system", "user", "assistant"] and roles[-1] == "assistant" and "tool" in roles
+    # the chat renders with the template (what SFTTrainer will tokenise)
+    assert tok.apply_chat_template(rec["messages"], tools=rec["tools"], tokenize=False)
+
+
+def _rollout(world: World, ret: float, format_errors: int = 0) -> Rollout:
+    return Rollout(world=world, messages=[], episode_return=ret, format_errors=format_errors)
+
+
+def test_select_rollouts_keeps_what_beats_its_own_world() -> None:
+    a, b = World("single_trade", "train", 1), World("single_trade", "train", 2)
+    rs = [_rollout(a, 0.3), _rollout(a, 0.1), _rollout(a, -0.1), _rollout(b, 0.2), _rollout(b, 0.2),
+          _rollout(a, 0.5, format_errors=1)]
+    # group mean (a: 0.2 with the unreadable one; b: all equal, nothing to learn)
+    assert [r.episode_return for r in select_rollouts(rs, -1.0)] == [0.3]
+    # the greedy episode as the baseline
+    kept = select_rollouts(rs, -1.0, greedy={a: 0.0, b: 0.1})
+    assert [(r.world.seed, r.episode_return) for r in kept] == [(1, 0.3), (1, 0.1), (2, 0.2), (2, 0.2)]
+    # and a floor: nothing worse than not trading
+    assert [r.episode_return for r in select_rollouts(rs, 0.25, greedy={a: -1.0, b: 0.0})] == [0.3]
+    assert select_rollouts([_rollout(a, float("-inf"))], -1.0, greedy={a: 0.0}) == []
+
+
+def test_tiny_pipeline_end_to_end_and_resumed(tmp_path: Path) -> None:
+    out, db = tmp_path / "run", str(tmp_path / "arena.db")
+    res = CliRunner().invoke(app, ["train", "pipeline", "--preset", "tiny", "--output", str(out), "--db", db,
+                                   "--workers", "1"])
+    assert res.exit_code == 0, res.output
+    evidence = json.loads((out / "evidence.json").read_text())
+    assert set(evidence["wall_s"]) == {"data", "sft", "rl", "eval"}
+    assert evidence["command"].startswith("gpu-arena train pipeline") and evidence["seeds"]["holdout"] == [0, 2]
+    names = {(c["task"], c["comparison"]) for c in evidence["comparisons"]}
+    assert names == {(t, n) for t in ("single_trade", "market_round") for n, _, _ in COMPARISONS}
+    for c in evidence["comparisons"]:
+        assert c["n"] == 3 and c["ci_low"] <= c["mean_diff"] <= c["ci_high"] and c["wins"] + c["losses"] <= 3
+    roles = {r["role"] for r in evidence["results"]}
+    assert {"trained", "sft", "no_negotiation", "rule_expert"} <= roles
+    assert {t["role"] for t in evidence["valid_turns"]} >= {"trained", "sft"}
+    con = sqlite3.connect(db)
+    kinds = [k for (k,) in con.execute("SELECT kind FROM training_runs ORDER BY id")]
+    assert kinds == ["sft", "rft"]
+    assert con.execute("SELECT COUNT(*) FROM runs WHERE kind = 'eval'").fetchone()[0] == 1
+    assert set(evidence["runs"]) == {"sft", "rl", "eval"}
+
+    # resuming at eval reuses the checkpoints: SFT and RL are not trained again
+    sft_mtime = (out / "sft" / "model.safetensors").stat().st_mtime_ns
+    res = CliRunner().invoke(app, ["train", "pipeline", "--preset", "tiny", "--output", str(out), "--db", db,
+                                   "--workers", "1", "--from-stage", "eval", "--eval-tasks", "single_trade"])
+    assert res.exit_code == 0, res.output
+    assert (out / "sft" / "model.safetensors").stat().st_mtime_ns == sft_mtime
+    assert [k for (k,) in con.execute("SELECT kind FROM training_runs")] == ["sft", "rft"]
+    state = json.loads((out / "pipeline.json").read_text())
+    assert all(v["status"] == "finished" for v in state["stages"].values())
+
+
+def test_pipeline_refuses_a_stage_without_its_inputs(tmp_path: Path) -> None:
+    with pytest.raises(PresetError, match="needs"):
+        run_pipeline(PipelineRun(output=str(tmp_path / "x"), preset="tiny", from_stage="rl"))
+    with pytest.raises(PresetError, match="unknown stage"):
+        run_pipeline(PipelineRun(output=str(tmp_path / "x"), preset="tiny", from_stage="nope"))
+    with pytest.raises(PresetError, match="no_negotiation"):
+        run_pipeline(PipelineRun(output=str(tmp_path / "x"), preset="tiny", baselines=("rule_expert",)))
+    res = CliRunner().invoke(app, ["train", "pipeline", "--preset", "tiny", "--output", str(tmp_path / "y"),
+                                   "--from-stage", "sft"])
+    assert res.exit_code != 0 and "needs" in res.output
+
+
+def test_progress_line_and_quiet_warnings() -> None:
+    line = describe({"loss": 0.41234, "arena/valid_action_rate": 0.97, "arena/episodes_per_min": 312.4,
+                     "reward": float("nan"), "other": 1})
+    assert line == "loss 0.412 · valid 0.97 · ep/min 312"
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        with quiet_third_party():
+            warnings.warn("old API", FutureWarning, stacklevel=1)
+        with quiet_third_party(verbose=True):
+            warnings.warn("shown", FutureWarning, stacklevel=1)
+    assert [str(w.message) for w in seen] == ["shown"]
+
+
+def test_training_commands_share_option_names() -> None:
+    runner = CliRunner()
+    for cmd in ("sft", "grpo", "rft", "pipeline"):
+        res = runner.invoke(app, ["train", cmd, "--help"], env={"COLUMNS": "200"})
+        assert res.exit_code == 0 and "--max-steps" in res.output and "--verbose" in res.output, cmd
+
+
+def test_format_errors_count_as_invalid_turns(tmp_path: Path, sft_data: Path) -> None:
+    ds, _ = load_sft_data(sft_data)
+    model_dir = scripted_checkpoint(tmp_path / "m", [dict(r) for r in ds], "not a tool call at all")
+    model, tok = load_pretrained(model_dir)
+    [r], _ = BatchedSampler(model, tok, temperature=0.0).play([World("single_trade", "train", 2)])
+    assert r.format_errors == r.turns > 0 and r.valid_turns == 0 and r.record("x") == {}
+    assert all(isinstance(a, FormatError) for a in r.actions)
+    assert r.episode_return == pytest.approx(replay(r.world, r.actions)[0])
