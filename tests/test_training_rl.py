@@ -127,7 +127,9 @@ def test_tiny_pipeline_end_to_end_and_resumed(tmp_path: Path) -> None:
     assert {t["role"] for t in evidence["valid_turns"]} >= {"trained", "sft"}
     con = sqlite3.connect(db)
     kinds = [k for (k,) in con.execute("SELECT kind FROM training_runs ORDER BY id")]
-    assert kinds == ["sft", "rft"]
+    assert kinds == ["pipeline", "sft", "rft"]
+    pipeline_run = con.execute("SELECT status, summary FROM training_runs WHERE kind = 'pipeline'").fetchone()
+    assert pipeline_run[0] == "finished" and json.loads(pipeline_run[1])["evidence"] == evidence
     assert con.execute("SELECT COUNT(*) FROM runs WHERE kind = 'eval'").fetchone()[0] == 1
     assert set(evidence["runs"]) == {"sft", "rl", "eval"}
 
@@ -137,7 +139,7 @@ def test_tiny_pipeline_end_to_end_and_resumed(tmp_path: Path) -> None:
                                    "--workers", "1", "--from-stage", "eval", "--eval-tasks", "single_trade"])
     assert res.exit_code == 0, res.output
     assert (out / "sft" / "model.safetensors").stat().st_mtime_ns == sft_mtime
-    assert [k for (k,) in con.execute("SELECT kind FROM training_runs")] == ["sft", "rft"]
+    assert [k for (k,) in con.execute("SELECT kind FROM training_runs")] == ["pipeline", "sft", "rft", "pipeline"]
     state = json.loads((out / "pipeline.json").read_text())
     assert all(v["status"] == "finished" for v in state["stages"].values())
 
@@ -182,3 +184,50 @@ def test_format_errors_count_as_invalid_turns(tmp_path: Path, sft_data: Path) ->
     assert r.format_errors == r.turns > 0 and r.valid_turns == 0 and r.record("x") == {}
     assert all(isinstance(a, FormatError) for a in r.actions)
     assert r.episode_return == pytest.approx(replay(r.world, r.actions)[0])
+
+
+def test_gpu_recipe_switches_reach_the_trainers_config() -> None:
+    from trl import GRPOConfig
+
+    from gpu_arena.training.accel import Accel
+    from gpu_arena.training.grpo import GRPORun, grpo_config_kwargs
+
+    accel = Accel(use_vllm=True, vllm_mode="server", vllm_server_url="http://127.0.0.1:8001", bf16=True,
+                  gradient_checkpointing=True)
+    run = GRPORun(output_dir="/tmp/unused", model="m", preset="small", accel=accel).resolved()
+    kwargs = grpo_config_kwargs(run)
+    assert kwargs["use_vllm"] is True and kwargs["vllm_mode"] == "server" and kwargs["bf16"] is True
+    assert kwargs["vllm_server_base_url"] == "http://127.0.0.1:8001" and kwargs["activation_checkpointing"] is True
+    # TRL accepts the recipe's configuration (bf16 itself needs the GPU: checked without it here)
+    config = GRPOConfig(**{**kwargs, "bf16": False})
+    assert config.use_vllm and config.vllm_mode == "server" and config.gradient_checkpointing
+    assert config.num_generations == run.num_generations and config.beta == run.beta
+    # the CPU run's defaults: none of it
+    plain = grpo_config_kwargs(GRPORun(output_dir="/tmp/unused", model="m", preset="small").resolved())
+    assert "use_vllm" not in plain and plain["bf16"] is False
+    assert GRPOConfig(**plain).gradient_checkpointing is False  # TRL's default (True) recomputes for nothing here
+
+
+def test_gpu_switches_the_machine_cannot_honour_are_clear_errors(tmp_path: Path) -> None:
+    import importlib.util
+
+    from gpu_arena.training.accel import Accel
+
+    if importlib.util.find_spec("vllm") is None:
+        with pytest.raises(PresetError, match="pip install vllm"):
+            Accel(use_vllm=True).validate()
+        res = CliRunner().invoke(app, ["train", "grpo", "--preset", "tiny", "--model", str(tmp_path),
+                                       "--output", str(tmp_path / "o"), "--use-vllm"])
+        said = " ".join(res.output.replace("│", " ").split())
+        assert res.exit_code != 0 and "pip install vllm" in said and "Traceback" not in res.output
+    with pytest.raises(PresetError, match="needs a GPU"):
+        Accel(bf16=True).validate(cuda=False)
+    Accel(bf16=True).validate(cuda=True)
+    with pytest.raises(PresetError, match="vLLM mode"):
+        Accel(vllm_mode="remote").validate()
+    with pytest.raises(PresetError, match="--rl grpo"):
+        run_pipeline(PipelineRun(output=str(tmp_path / "p"), preset="tiny", accel=Accel(use_vllm=True)))
+    cmd = PipelineRun(output="out", preset="small", rl_method="grpo", lora=True,
+                      accel=Accel(use_vllm=True, bf16=True)).command_line()
+    assert cmd == ("gpu-arena train pipeline --preset small --output out --rl grpo --lora --use-vllm "
+                   "--vllm-mode colocate --bf16")

@@ -62,6 +62,20 @@ def data_sft(
                   f"wrote {paths['dataset']}, {paths['jsonl']}, {paths['provenance']}")
 
 
+def _accel(use_vllm: bool = False, vllm_mode: str = "colocate", vllm_server_url: str | None = None,
+           bf16: bool = False, gradient_checkpointing: bool = False) -> Any:
+    from .accel import Accel
+
+    return Accel(use_vllm=use_vllm, vllm_mode=vllm_mode, vllm_server_url=vllm_server_url, bf16=bf16,
+                 gradient_checkpointing=gradient_checkpointing)
+
+
+BF16_HELP = "bfloat16 training (GPUs; refused on a CPU, where it measures ~100x slower than float32)"
+CKPT_HELP = "gradient checkpointing (less memory, more compute: large models on GPUs)"
+VLLM_HELP = "generate GRPO rollouts with vLLM (TRL's use_vllm; needs vllm installed, a GPU)"
+VLLM_MODE_HELP = "colocate (vLLM in the trainer's process) | server (a `trl vllm-serve` process)"
+
+
 def _common_train_errors() -> tuple[type[Exception], ...]:
     from .data import DataError
     from .presets import PresetError
@@ -88,6 +102,8 @@ def train_sft(
     seed: int = typer.Option(0, help="seed (initialisation, data order)"),
     db: str | None = typer.Option(None, help="SQLite store (default .arena/arena.db or $GPU_ARENA_DB)"),
     overwrite: bool = typer.Option(False, help="write into a non-empty --output"),
+    bf16: bool = typer.Option(False, "--bf16", help=BF16_HELP),
+    gradient_checkpointing: bool = typer.Option(False, "--gradient-checkpointing", help=CKPT_HELP),
     verbose: bool = typer.Option(False, "--verbose", "-v", help="show third-party warnings and logs"),
 ) -> None:
     """Supervised fine-tuning on arena chats (TRL SFTTrainer, loss on the assistant turns only)."""
@@ -95,11 +111,14 @@ def train_sft(
     from .sft import SFTRun, run_sft
 
     try:
+        accel = _accel(bf16=bf16, gradient_checkpointing=gradient_checkpointing)
+        accel.validate()
         with quiet_third_party(verbose), StageProgress("sft", max_steps or 0, console=console) as bar:
             result = run_sft(SFTRun(data=data, output_dir=output, preset=preset, model=model, epochs=epochs,
                                     learning_rate=lr, batch_size=batch_size, grad_accum=grad_accum,
                                     max_length=max_length, max_steps=max_steps, lora=lora,
-                                    assistant_only_loss=assistant_only, seed=seed, db=db, overwrite=overwrite),
+                                    assistant_only_loss=assistant_only, seed=seed, db=db, overwrite=overwrite,
+                                    accel=accel),
                              display=bar)
     except _common_train_errors() as e:
         raise _fail(e) from None
@@ -136,6 +155,11 @@ def train_grpo(
     seed: int = typer.Option(0, help="seed (sampling, data order)"),
     db: str | None = typer.Option(None, help="SQLite store (default .arena/arena.db or $GPU_ARENA_DB)"),
     overwrite: bool = typer.Option(False, help="write into a non-empty --output"),
+    use_vllm: bool = typer.Option(False, "--use-vllm", help=VLLM_HELP),
+    vllm_mode: str = typer.Option("colocate", help=VLLM_MODE_HELP),
+    vllm_server_url: str | None = typer.Option(None, help="server mode: the `trl vllm-serve` address"),
+    bf16: bool = typer.Option(False, "--bf16", help=BF16_HELP),
+    gradient_checkpointing: bool = typer.Option(False, "--gradient-checkpointing", help=CKPT_HELP),
     verbose: bool = typer.Option(False, "--verbose", "-v", help="show third-party warnings and logs"),
 ) -> None:
     """Multi-turn GRPO: whole episodes against the environment, the seat's actions as tools, the
@@ -146,6 +170,8 @@ def train_grpo(
 
     try:
         total = max_steps or get_preset(preset).grpo.max_steps
+        accel = _accel(use_vllm, vllm_mode, vllm_server_url, bf16, gradient_checkpointing)
+        accel.validate()
         with quiet_third_party(verbose), StageProgress("grpo", total, console=console) as bar:
             result = run_grpo(GRPORun(
                 output_dir=output, model=model, preset=preset, tasks=_list(task), split=split,
@@ -153,7 +179,7 @@ def train_grpo(
                 max_steps=max_steps, num_generations=generations, prompts_per_step=prompts_per_step,
                 learning_rate=lr, temperature=temperature, max_completion_length=max_completion_length,
                 max_turn_tokens=max_turn_tokens, beta=beta, scale_rewards=scale_rewards, lora=lora, seed=seed,
-                db=db, overwrite=overwrite), display=bar)
+                db=db, overwrite=overwrite, accel=accel), display=bar)
     except _common_train_errors() as e:
         raise _fail(e) from None
     final = result.get("final") or {}
@@ -221,6 +247,12 @@ def train_pipeline(
     workers: int = typer.Option(2, min=1, help="evaluation worker processes"),
     seed: int = typer.Option(0, help="seed (initialisation, sampling, data order)"),
     db: str | None = typer.Option(None, help="SQLite store (default .arena/arena.db or $GPU_ARENA_DB)"),
+    lora: bool | None = typer.Option(None, "--lora/--full", help="LoRA adapters for SFT and GRPO (merged) or full"),
+    use_vllm: bool = typer.Option(False, "--use-vllm", help=VLLM_HELP + "; --rl grpo"),
+    vllm_mode: str = typer.Option("colocate", help=VLLM_MODE_HELP),
+    vllm_server_url: str | None = typer.Option(None, help="server mode: the `trl vllm-serve` address"),
+    bf16: bool = typer.Option(False, "--bf16", help=BF16_HELP),
+    gradient_checkpointing: bool = typer.Option(False, "--gradient-checkpointing", help=CKPT_HELP),
     verbose: bool = typer.Option(False, "--verbose", "-v", help="show third-party warnings and logs"),
 ) -> None:
     """SFT data -> SFT -> RL against the live environment -> holdout evaluation with paired CIs ->
@@ -231,7 +263,8 @@ def train_pipeline(
     run = PipelineRun(output=output, preset=preset, task=task, from_stage=from_stage, to_stage=to_stage,
                       rl_method=rl_method, model=model, data_seeds=data_seeds, sft_steps=max_steps,
                       rl_iterations=rl_steps, eval_seeds=eval_seeds,
-                      eval_tasks=_list(eval_tasks) if eval_tasks else None, workers=workers, seed=seed, db=db)
+                      eval_tasks=_list(eval_tasks) if eval_tasks else None, workers=workers, seed=seed, db=db,
+                      lora=lora, accel=_accel(use_vllm, vllm_mode, vllm_server_url, bf16, gradient_checkpointing))
     try:
         with quiet_third_party(verbose):
             state = run_pipeline(run, display=lambda stage, total: StageProgress(stage, total, console=console))

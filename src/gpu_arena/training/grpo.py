@@ -15,13 +15,14 @@ are only logged, one function per reward column and ``valid_action_rate``.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from ..core.tasks import task_params
 from ..core.types import SPLITS, TASKS
 from ..llm.prompts import system_prompt
 from ..llm.tools import action_tools
+from .accel import Accel
 from .arena_env import ArenaToolEnv, reward_functions
 from .common import MetricsCallback, check_output_dir, describe_model, logged_run, starting_model, use_cpu
 from .presets import SCALE_REWARDS, PresetError, get_preset, save_checkpoint
@@ -55,6 +56,7 @@ class GRPORun:
     seed: int = 0
     db: str | None = None
     overwrite: bool = False
+    accel: Accel = field(default_factory=Accel)  # the GPU recipe's switches (vLLM, bf16, checkpointing)
 
     def resolved(self) -> GRPORun:
         d = get_preset(self.preset).grpo
@@ -82,6 +84,7 @@ class GRPORun:
             raise PresetError(f"unknown scale_rewards {self.scale_rewards!r}; expected one of {', '.join(SCALE_REWARDS)}")
         if (self.num_generations or 2) < 2:
             raise PresetError("num_generations must be at least 2 (GRPO compares rollouts within a group)")
+        self.accel.validate()
 
 
 def prompt_rows(tasks: tuple[str, ...], split: str, seeds: tuple[int, ...]) -> list[dict[str, Any]]:
@@ -91,16 +94,14 @@ def prompt_rows(tasks: tuple[str, ...], split: str, seeds: tuple[int, ...]) -> l
     return [{"prompt": prompt, "task": t, "split": split, "seed": int(s)} for t in tasks for s in seeds]
 
 
-def build_trainer(run: GRPORun, model: Any, tokenizer: Any, callbacks: list[Any] | None = None) -> Any:
-    """The configured ``GRPOTrainer`` (not yet trained) for an already resolved run."""
-    from datasets import Dataset
-    from trl import GRPOConfig, GRPOTrainer
-
+def grpo_config_kwargs(run: GRPORun) -> dict[str, Any]:
+    """The ``GRPOConfig`` keyword arguments of an already resolved run (the GPU recipe's switches
+    included), checked by the tests without building a trainer."""
     g = int(run.num_generations or 2)
     per_step = int(run.prompts_per_step or 1)
     max_rounds = max(task_params(t, run.split).rounds[1] for t in run.tasks)
-    funcs: list[Any] = reward_functions()
-    args = GRPOConfig(
+    n_funcs = len(reward_functions())
+    return dict(
         output_dir=f"{run.output_dir}/trainer", max_steps=int(run.max_steps or 1), per_device_train_batch_size=g,
         gradient_accumulation_steps=per_step, num_generations=g, learning_rate=float(run.learning_rate or 1e-5),
         lr_scheduler_type="constant", warmup_steps=0, temperature=float(run.temperature or 1.0),
@@ -112,10 +113,19 @@ def build_trainer(run: GRPORun, model: Any, tokenizer: Any, callbacks: list[Any]
         # a rollout is at most one call per round plus the answer after the end; two spare calls
         # absorb calls to unknown tool names, which TRL answers without playing a round
         max_tool_calling_iterations=max_rounds + 2,
-        reward_weights=[0.0] * len(funcs), logging_steps=1, save_strategy="no", report_to="none", seed=run.seed,
-        data_seed=run.seed, use_cpu=use_cpu(), bf16=False, fp16=False, dataloader_num_workers=0,
-        disable_tqdm=True, log_completions=False, shuffle_dataset=True,
+        reward_weights=[0.0] * n_funcs, logging_steps=1, save_strategy="no", report_to="none", seed=run.seed,
+        data_seed=run.seed, use_cpu=use_cpu(), dataloader_num_workers=0,
+        disable_tqdm=True, log_completions=False, shuffle_dataset=True, **run.accel.grpo_args(),
     )
+
+
+def build_trainer(run: GRPORun, model: Any, tokenizer: Any, callbacks: list[Any] | None = None) -> Any:
+    """The configured ``GRPOTrainer`` (not yet trained) for an already resolved run."""
+    from datasets import Dataset
+    from trl import GRPOConfig, GRPOTrainer
+
+    funcs: list[Any] = reward_functions()
+    args = GRPOConfig(**grpo_config_kwargs(run))
     dataset = Dataset.from_list(prompt_rows(run.tasks, run.split, run.seeds))
     peft_config = None
     if run.lora:
@@ -167,4 +177,4 @@ def run_grpo(run: GRPORun, display: Any = None) -> dict[str, Any]:
     return logged_run(runlog, train)
 
 
-__all__ = ["GRPORun", "build_trainer", "prompt_rows", "run_grpo"]
+__all__ = ["GRPORun", "build_trainer", "grpo_config_kwargs", "prompt_rows", "run_grpo"]

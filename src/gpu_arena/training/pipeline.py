@@ -22,12 +22,15 @@ import json
 import shlex
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from ..core.types import TASKS
+from .accel import Accel
+from .common import logged_run
 from .presets import PresetError, get_preset
+from .runlog import RunLog
 
 STAGES = ("data", "sft", "rl", "eval")
 RL_METHODS = ("rft", "grpo")
@@ -62,6 +65,8 @@ class PipelineRun:
     workers: int = 2
     seed: int = 0
     db: str | None = None
+    lora: bool | None = None  # SFT and GRPO: LoRA adapters (merged) instead of a full fine-tune
+    accel: Accel = field(default_factory=Accel)  # the GPU recipe's switches, passed to the trainers
 
     def command_line(self) -> str:
         """The ``gpu-arena train pipeline`` command that repeats this run (options left at their
@@ -77,12 +82,18 @@ class PipelineRun:
                 words += [flag, str(value)]
         if self.eval_tasks is not None:
             words += ["--eval-tasks", ",".join(self.eval_tasks)]
+        if self.lora is not None:
+            words.append("--lora" if self.lora else "--full")
+        a = self.accel
+        words += (["--use-vllm", "--vllm-mode", a.vllm_mode] if a.use_vllm else []) + (
+            ["--vllm-server-url", a.vllm_server_url] if a.vllm_server_url else []) + (
+            ["--bf16"] if a.bf16 else []) + (["--gradient-checkpointing"] if a.gradient_checkpointing else [])
         return shlex.join(words)
 
     def resolved(self) -> PipelineRun:
         d = get_preset(self.preset).pipeline
         pick = (lambda v, default: default if v is None else v)  # noqa: E731
-        return PipelineRun(**{**asdict(self), "rl_method": pick(self.rl_method, d.rl_method),
+        return replace(self, **{"rl_method": pick(self.rl_method, d.rl_method),
                               "data_seeds": pick(self.data_seeds, d.data_seeds),
                               "sft_steps": pick(self.sft_steps, d.sft_steps),
                               "rl_iterations": pick(self.rl_iterations, d.rl_iterations),
@@ -104,6 +115,9 @@ class PipelineRun:
             raise PresetError("the evidence compares with no_negotiation and rule_expert: keep both in --baselines")
         if self.workers < 1:
             raise PresetError("workers must be at least 1")
+        if self.accel.use_vllm and self.rl_method != "grpo":
+            raise PresetError("--use-vllm generates GRPO's rollouts: add --rl grpo")
+        self.accel.validate()
 
 
 @dataclass
@@ -148,9 +162,6 @@ def _needs(stage: str, paths: Paths) -> None:
             raise PresetError(f"stage {stage} needs {p}; run the earlier stages first (--from-stage)")
 
 
-Reporter = Callable[[str, str, int, dict[str, Any] | None], None]  # (stage, event, completed, metrics)
-
-
 def run_pipeline(run: PipelineRun, *, display: Callable[[str, int], Any] | None = None) -> dict[str, Any]:
     """Run the stages from ``run.from_stage`` to ``run.to_stage``; return the final state (and the
     evidence when the eval stage ran). ``display(stage, total)`` returns a progress context with
@@ -171,22 +182,37 @@ def run_pipeline(run: PipelineRun, *, display: Callable[[str, int], Any] | None 
         state.setdefault("resumed", []).append(command)
     show = display or (lambda stage, total: StageProgress(stage, total, enabled=False))
     first, last = STAGES.index(run.from_stage), STAGES.index(run.to_stage)
-    for stage in STAGES[first:last + 1]:
-        _needs(stage, paths)
-        state["stages"][stage] = {"status": "running"}
-        _save_state(paths, state)
-        t0 = time.perf_counter()
-        try:
-            info = _STAGE_FUNCS[stage](run, paths, show)
-        except BaseException as e:
-            state["stages"][stage] = {"status": "failed", "error": f"{type(e).__name__}: {e}",
-                                      "wall_s": time.perf_counter() - t0}
+    # the pipeline is a training run of its own (kind "pipeline"): one metrics row per finished stage,
+    # the evidence as its summary, so the dashboard and `gpu-arena runs` find it in the store
+    _needs(run.from_stage, paths)  # before anything is recorded: a refused resume leaves no trace
+    runlog = RunLog(kind="pipeline", config={"run": asdict(run), "command": state["command"]},
+                    output_dir=paths.root / "log", preset=run.preset, model=run.model, db=run.db)
+
+    def body() -> dict[str, Any]:
+        for stage in STAGES[first:last + 1]:
+            _needs(stage, paths)
+            state["stages"][stage] = {"status": "running"}
             _save_state(paths, state)
-            raise
-        state["stages"][stage] = {"status": "finished", "wall_s": time.perf_counter() - t0, **info}
-        _save_state(paths, state)
-    if last == STAGES.index("eval"):
-        state["evidence"] = str(paths.evidence)
+            t0 = time.perf_counter()
+            try:
+                info = _STAGE_FUNCS[stage](run, paths, show)
+            except BaseException as e:
+                state["stages"][stage] = {"status": "failed", "error": f"{type(e).__name__}: {e}",
+                                          "wall_s": time.perf_counter() - t0}
+                _save_state(paths, state)
+                raise
+            state["stages"][stage] = {"status": "finished", "wall_s": time.perf_counter() - t0, **info}
+            _save_state(paths, state)
+            runlog.log(STAGES.index(stage) + 1, {"stage": stage, **{k: v for k, v in state["stages"][stage].items()
+                                                                    if isinstance(v, int | float | str)}})
+        if last == STAGES.index("eval"):
+            state["evidence"] = str(paths.evidence)
+            return {"evidence": json.loads(paths.evidence.read_text()), "stages": state["stages"]}
+        return {"stages": state["stages"]}
+
+    summary = logged_run(runlog, body)
+    state["run_id"] = summary["run_id"]
+    _save_state(paths, state)
     return state
 
 
@@ -220,7 +246,8 @@ def _stage_sft(run: PipelineRun, paths: Paths, show: Callable[[str, int], Any]) 
     steps = int(run.sft_steps or 1)
     with show("sft", steps) as bar:
         result = run_sft(SFTRun(data=str(paths.data), output_dir=str(paths.sft), preset=run.preset, model=run.model,
-                                max_steps=steps, seed=run.seed, db=run.db, overwrite=True), display=bar)
+                                max_steps=steps, seed=run.seed, db=run.db, overwrite=True, lora=run.lora,
+                                accel=run.accel), display=bar)
     return {"run_id": result["run_id"], "steps": result["steps"], "train_loss": result["train_loss"],
             "tokens_per_s": (result.get("final") or {}).get("train_tokens_per_s")}
 
@@ -233,14 +260,14 @@ def _stage_rl(run: PipelineRun, paths: Paths, show: Callable[[str, int], Any]) -
         with show("rl (grpo)", iterations) as bar:
             result = run_grpo(GRPORun(output_dir=str(paths.rl), model=str(paths.sft), preset=run.preset,
                                       tasks=(run.task,), max_steps=iterations, seed=run.seed, db=run.db,
-                                      overwrite=True), display=bar)
+                                      overwrite=True, lora=run.lora, accel=run.accel), display=bar)
     else:
         from .rft import RFTRun, run_rft
 
         with show("rl (rft)", iterations) as bar:
             result = run_rft(RFTRun(output_dir=str(paths.rl), model=str(paths.sft), preset=run.preset,
                                     tasks=(run.task,), iterations=iterations, seed=run.seed, db=run.db,
-                                    overwrite=True),
+                                    overwrite=True, accel=run.accel),
                              progress=lambda m: bar.update(int(m["iteration"]), m))
     final = result.get("final") or {}
     return {"run_id": result["run_id"], "method": run.rl_method, "steps": result.get("steps"),

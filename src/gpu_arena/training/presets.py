@@ -104,6 +104,7 @@ class RFTDefaults:
     batch_size: int = 4
     min_return: float = 0.0
     baseline: str = "greedy"  # a kept episode beats the greedy episode of its world ("mean": the samples' mean)
+    explore: str = "turn"  # one sampled turn per episode, the others greedy ("episode": every turn sampled)
 
 
 @dataclass(frozen=True)

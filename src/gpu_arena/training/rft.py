@@ -22,10 +22,11 @@ import random
 import statistics
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from ..core.types import SPLITS, TASKS
+from .accel import Accel
 from .common import check_output_dir, describe_model, logged_run, starting_model, use_cpu
 from .presets import PresetError, get_preset, save_checkpoint
 from .progress import drop_printer
@@ -53,10 +54,12 @@ class RFTRun:
     batch_size: int | None = None
     min_return: float | None = None
     baseline: str | None = None  # "greedy" | "mean": what a kept episode must beat in its world
+    explore: str | None = None  # "turn": one sampled turn per episode, the rest greedy | "episode": every turn
     max_new_tokens: int = 64
     seed: int = 0
     db: str | None = None
     overwrite: bool = False
+    accel: Accel = field(default_factory=Accel)  # bf16, gradient checkpointing (the GPU recipe)
 
     def resolved(self) -> RFTRun:
         d = get_preset(self.preset).rft
@@ -67,7 +70,7 @@ class RFTRun:
                        temperature=pick(self.temperature, d.temperature),
                        learning_rate=pick(self.learning_rate, d.learning_rate), epochs=pick(self.epochs, d.epochs),
                        batch_size=pick(self.batch_size, d.batch_size), min_return=pick(self.min_return, d.min_return),
-                       baseline=pick(self.baseline, d.baseline))
+                       baseline=pick(self.baseline, d.baseline), explore=pick(self.explore, d.explore))
 
     def validate(self) -> None:
         for t in self.tasks:
@@ -81,11 +84,17 @@ class RFTRun:
             raise PresetError("samples_per_world must be at least 2 (episodes are kept against their world's mean)")
         if self.baseline not in (None, *BASELINES):
             raise PresetError(f"unknown baseline {self.baseline!r}; expected one of {', '.join(BASELINES)}")
+        if self.explore not in (None, *EXPLORE):
+            raise PresetError(f"unknown explore {self.explore!r}; expected one of {', '.join(EXPLORE)}")
+        if self.explore == "turn" and self.baseline == "mean":
+            raise PresetError("explore=turn deviates from the greedy episode: use baseline=greedy")
         if (self.temperature or 0.0) <= 0:
             raise PresetError("temperature must be above 0 (greedy sampling gives every sample the same episode)")
+        self.accel.validate()
 
 
 BASELINES = ("greedy", "mean")
+EXPLORE = ("turn", "episode")
 
 
 def select_rollouts(rollouts: list[Rollout], min_return: float,
@@ -107,7 +116,7 @@ def select_rollouts(rollouts: list[Rollout], min_return: float,
 
 def fine_tune(model: Any, tokenizer: Any, records: list[dict[str, Any]], *, output_dir: str, learning_rate: float,
               epochs: float, batch_size: int, seed: int, callbacks: list[Any] | None = None,
-              max_steps: int = -1, scheduler: str = "constant") -> Any:
+              max_steps: int = -1, scheduler: str = "constant", accel: Accel | None = None) -> Any:
     """One ``SFTTrainer`` pass over chat ``records`` (loss on the answers); returns TRL's train
     output. The model is trained in place."""
     from trl import SFTConfig, SFTTrainer
@@ -120,7 +129,7 @@ def fine_tune(model: Any, tokenizer: Any, records: list[dict[str, Any]], *, outp
         per_device_train_batch_size=int(batch_size), learning_rate=float(learning_rate),
         lr_scheduler_type=scheduler, warmup_steps=0, logging_steps=1, save_strategy="no", report_to="none",
         seed=seed, data_seed=seed, assistant_only_loss=True, max_length=8192, packing=False, use_cpu=use_cpu(),
-        bf16=False, fp16=False, dataloader_num_workers=0, disable_tqdm=True, weight_decay=0.0,
+        dataloader_num_workers=0, disable_tqdm=True, weight_decay=0.0, **(accel or Accel()).trainer_args(),
     )
     trainer = SFTTrainer(model=model, args=args, train_dataset=dataset, processing_class=tokenizer,
                          callbacks=callbacks)
@@ -155,11 +164,16 @@ def run_rft(run: RFTRun, progress: Callable[[dict[str, Any]], None] | None = Non
             worlds = [World(rng.choice(run.tasks) if len(run.tasks) > 1 else run.tasks[0], run.split, base + k)
                       for k in range(n_worlds)]
             t0 = time.perf_counter()
-            rollouts, stats = sampler.play([w for w in worlds for _ in range(n_samples)], seed=run.seed * 7919 + it)
             greedy: dict[World, float] | None = None
+            turns_of: dict[World, int] = {}
             if run.baseline == "greedy":
                 base_rollouts, _ = greedy_sampler.play(worlds)
                 greedy = {r.world: r.episode_return for r in base_rollouts}
+                turns_of = {r.world: max(r.turns, 1) for r in base_rollouts}
+            group = [w for w in worlds for _ in range(n_samples)]
+            # explore=turn: sample k of a world deviates from its greedy episode at turn k mod its length
+            explore = [k % turns_of[w] for w in worlds for k in range(n_samples)] if run.explore == "turn" else None
+            rollouts, stats = sampler.play(group, seed=run.seed * 7919 + it, explore_turns=explore)
             sample_s = time.perf_counter() - t0
             kept = select_rollouts(rollouts, float(run.min_return if run.min_return is not None else -1e9), greedy)
             records = [r.record("rft") for r in kept]
@@ -168,7 +182,7 @@ def run_rft(run: RFTRun, progress: Callable[[dict[str, Any]], None] | None = Non
             if records:
                 result = fine_tune(model, tok, records, output_dir=str(out / "trainer"),
                                    learning_rate=float(run.learning_rate or 1e-4), epochs=float(run.epochs or 1),
-                                   batch_size=int(run.batch_size or 4), seed=run.seed + it)
+                                   batch_size=int(run.batch_size or 4), seed=run.seed + it, accel=run.accel)
                 loss = float(result.training_loss)
             train_s = time.perf_counter() - t1
             episodes += len(rollouts)

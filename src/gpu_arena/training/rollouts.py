@@ -120,15 +120,22 @@ class BatchedSampler:
         self.opponents = opponents
         self.tools = action_tools()
 
-    def play(self, worlds: Sequence[World], *, seed: int = 0,
+    def play(self, worlds: Sequence[World], *, seed: int = 0, explore_turns: Sequence[int | None] | None = None,
              progress: Callable[[int], None] | None = None) -> tuple[list[Rollout], RolloutStats]:
-        """Play every world once; return the rollouts in the order of ``worlds`` and the timing."""
+        """Play every world once; return the rollouts in the order of ``worlds`` and the timing.
+
+        ``explore_turns[i]``: the one turn of episode ``i`` answered by sampling at the sampler's
+        temperature, every other turn greedily (a single deviation from the greedy policy, so a
+        difference in return is that turn's doing); ``None`` (or no list) samples every turn."""
         started = time.perf_counter()
         stats = RolloutStats(0, 0, 0, 0, 0.0, 0.0)
         out: list[Rollout] = []
+        explore: list[int | None] = list(explore_turns) if explore_turns is not None else [None] * len(worlds)
+        if len(explore) != len(worlds):
+            raise ValueError("explore_turns needs one entry per world")
         for lo in range(0, len(worlds), self.batch_size):
             chunk = list(worlds[lo:lo + self.batch_size])
-            out.extend(self._play_chunk(chunk, seed * 1_000_003 + lo, stats))
+            out.extend(self._play_chunk(chunk, explore[lo:lo + self.batch_size], seed * 1_000_003 + lo, stats))
             if progress is not None:
                 progress(len(chunk))
         stats.episodes = len(out)
@@ -137,7 +144,8 @@ class BatchedSampler:
 
     # ------------------------------------------------------------------ internals
 
-    def _play_chunk(self, worlds: list[World], seed: int, stats: RolloutStats) -> list[Rollout]:
+    def _play_chunk(self, worlds: list[World], explore: list[int | None], seed: int,
+                    stats: RolloutStats) -> list[Rollout]:
         from ..env import GpuArenaEnv
 
         envs, convs, obs, rollouts = [], [], [], []
@@ -156,9 +164,16 @@ class BatchedSampler:
                 break
             for i in live:
                 convs[i].observe(obs[i])
-            answers = self._generate([convs[i].messages() for i in live], seed + call, stats)
+            sampled = [i for i in live if self.temperature > 0 and explore[i] in (None, rollouts[i].turns)]
+            greedy = [i for i in live if i not in set(sampled)]
+            answers: dict[int, tuple[str, list[dict[str, Any]] | None, int]] = {}
+            for rows, temperature in ((sampled, self.temperature), (greedy, 0.0)):
+                if rows:
+                    answers.update(zip(rows, self._generate([convs[i].messages() for i in rows], seed + call, stats,
+                                                            temperature), strict=True))
             call += 1
-            for i, (content, calls, n_new) in zip(live, answers, strict=True):
+            for i in live:
+                content, calls, n_new = answers[i]
                 action = parse_action(calls if calls else content)
                 convs[i].reply(content, calls)
                 r = rollouts[i]
@@ -178,7 +193,7 @@ class BatchedSampler:
             conv.observe(o)  # the closing turn ("The episode is over."), as the teacher's records end
         return rollouts
 
-    def _generate(self, batch: list[list[dict[str, Any]]], seed: int, stats: RolloutStats
+    def _generate(self, batch: list[list[dict[str, Any]]], seed: int, stats: RolloutStats, temperature: float
                   ) -> list[tuple[str, list[dict[str, Any]] | None, int]]:
         import torch
 
@@ -189,11 +204,11 @@ class BatchedSampler:
                                       return_tensors="pt", padding=True)
         ids, mask = enc["input_ids"].to(model.device), enc["attention_mask"].to(model.device)
         width = int(ids.shape[1])
-        sample = self.temperature > 0
+        sample = temperature > 0
         kwargs: dict[str, Any] = {"max_new_tokens": self.max_new_tokens, "do_sample": sample,
                                   "pad_token_id": tok.pad_token_id, "eos_token_id": tok.eos_token_id}
         if sample:
-            kwargs.update(temperature=self.temperature, top_p=self.top_p, top_k=0)
+            kwargs.update(temperature=temperature, top_p=self.top_p, top_k=0)
         was_training = model.training
         model.eval()
         t0 = time.perf_counter()

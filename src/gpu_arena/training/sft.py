@@ -8,9 +8,10 @@ adapters are merged) that ``llm:hf:<dir>?mode=tools`` plays and ``gpu-arena trai
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
+from .accel import Accel
 from .common import MetricsCallback, check_output_dir, describe_model, logged_run, starting_model, use_cpu
 from .data import load_sft_data
 from .presets import get_preset, save_checkpoint
@@ -39,6 +40,7 @@ class SFTRun:
     seed: int = 0
     db: str | None = None
     overwrite: bool = False
+    accel: Accel = field(default_factory=Accel)  # bf16, gradient checkpointing (the GPU recipe)
 
     def resolved(self) -> SFTRun:
         d = get_preset(self.preset).sft
@@ -59,6 +61,7 @@ def run_sft(run: SFTRun, display: Any = None) -> dict[str, Any]:
     from trl import SFTConfig, SFTTrainer
 
     run = run.resolved()
+    run.accel.validate()
     preset = get_preset(run.preset)
     out = check_output_dir(run.output_dir, run.overwrite)
     dataset, provenance = load_sft_data(run.data)
@@ -78,7 +81,7 @@ def run_sft(run: SFTRun, display: Any = None) -> dict[str, Any]:
             learning_rate=float(run.learning_rate or 1e-4), lr_scheduler_type="cosine", warmup_steps=0.05,
             logging_steps=1, save_strategy="no", report_to="none", seed=run.seed, data_seed=run.seed,
             assistant_only_loss=bool(run.assistant_only_loss), max_length=run.max_length, packing=False, use_cpu=use_cpu(),
-            bf16=False, fp16=False, dataloader_num_workers=0, disable_tqdm=True, weight_decay=0.0,
+            dataloader_num_workers=0, disable_tqdm=True, weight_decay=0.0, **run.accel.trainer_args(),
         )
         peft_config = None
         if run.lora:
