@@ -40,6 +40,7 @@ bench: install
 	$(PY) bench/bench_eval.py
 	$(PY) bench/bench_server.py
 	$(PY) bench/bench_llm.py
+	$(PY) bench/bench_train.py
 
 lint: install
 	$(VENV)/bin/ruff check src tests bench

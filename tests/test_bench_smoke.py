@@ -28,3 +28,19 @@ def test_served_floor_measures_every_part() -> None:
     assert all(floor[k] > 0 for k in ("floor_views_us", "floor_acts_us", "floor_wrap_us"))
     total_us = floor["floor_views_us"] + floor["floor_acts_us"] + floor["floor_wrap_us"]
     assert floor["floor_steps_per_s"] == pytest.approx(1e6 / total_us)
+
+
+def test_train_bench_reports_every_figure(capsys: pytest.CaptureFixture[str]) -> None:
+    import json
+
+    import bench_train
+
+    assert bench_train.main(["--preset", "tiny", "--data-seeds", "6", "--sft-steps", "2", "--worlds", "2",
+                             "--samples", "2", "--no-profile"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["matmul_gflops"]["float32"] > 0 and out["matmul_gflops"]["bfloat16"] > 0
+    assert out["sft"]["tokens_per_s"] > 0 and 0 < out["sft"]["share_of_fp32_peak"] < 1
+    rl = out["rl"]
+    assert rl["episodes"] == 4 and rl["sampling_episodes_per_min"] > 0 and rl["iteration_episodes_per_min"] > 0
+    assert 0 < rl["generate_share_of_sampling"] <= 1 and rl["generate_share_of_fp32_peak"] > 0
+    assert rl["meets_target"] == (rl["iteration_episodes_per_min"] >= rl["target_episodes_per_min"])

@@ -105,6 +105,7 @@ class RFTDefaults:
     min_return: float = 0.0
     baseline: str = "greedy"  # a kept episode beats the greedy episode of its world ("mean": the samples' mean)
     explore: str = "turn"  # one sampled turn per episode, the others greedy ("episode": every turn sampled)
+    proposal: str = "random_valid"  # half the deviations play this policy's move ("" for none)
 
 
 @dataclass(frozen=True)

@@ -55,6 +55,7 @@ class RFTRun:
     min_return: float | None = None
     baseline: str | None = None  # "greedy" | "mean": what a kept episode must beat in its world
     explore: str | None = None  # "turn": one sampled turn per episode, the rest greedy | "episode": every turn
+    proposal: str | None = None  # explore=turn: every other deviation is this policy's move (e.g. random_valid)
     max_new_tokens: int = 64
     seed: int = 0
     db: str | None = None
@@ -70,7 +71,8 @@ class RFTRun:
                        temperature=pick(self.temperature, d.temperature),
                        learning_rate=pick(self.learning_rate, d.learning_rate), epochs=pick(self.epochs, d.epochs),
                        batch_size=pick(self.batch_size, d.batch_size), min_return=pick(self.min_return, d.min_return),
-                       baseline=pick(self.baseline, d.baseline), explore=pick(self.explore, d.explore))
+                       baseline=pick(self.baseline, d.baseline), explore=pick(self.explore, d.explore),
+                       proposal=pick(self.proposal, d.proposal) or None)
 
     def validate(self) -> None:
         for t in self.tasks:
@@ -86,6 +88,8 @@ class RFTRun:
             raise PresetError(f"unknown baseline {self.baseline!r}; expected one of {', '.join(BASELINES)}")
         if self.explore not in (None, *EXPLORE):
             raise PresetError(f"unknown explore {self.explore!r}; expected one of {', '.join(EXPLORE)}")
+        if self.proposal and self.explore != "turn":
+            raise PresetError("a proposal policy replaces one turn's sample: it needs explore=turn")
         if self.explore == "turn" and self.baseline == "mean":
             raise PresetError("explore=turn deviates from the greedy episode: use baseline=greedy")
         if (self.temperature or 0.0) <= 0:
@@ -152,7 +156,7 @@ def run_rft(run: RFTRun, progress: Callable[[dict[str, Any]], None] | None = Non
     def train() -> dict[str, Any]:
         model, tok = start.model, start.tokenizer
         sampler = BatchedSampler(model, tok, temperature=float(run.temperature or 1.0),
-                                 max_new_tokens=run.max_new_tokens)
+                                 max_new_tokens=run.max_new_tokens, proposal=run.proposal)
         greedy_sampler = BatchedSampler(model, tok, temperature=0.0, max_new_tokens=run.max_new_tokens)
         n_worlds, n_samples = int(run.worlds_per_iteration or 1), int(run.samples_per_world or 2)
         rng = random.Random(run.seed)
@@ -172,8 +176,14 @@ def run_rft(run: RFTRun, progress: Callable[[dict[str, Any]], None] | None = Non
                 turns_of = {r.world: max(r.turns, 1) for r in base_rollouts}
             group = [w for w in worlds for _ in range(n_samples)]
             # explore=turn: sample k of a world deviates from its greedy episode at turn k mod its length
-            explore = [k % turns_of[w] for w in worlds for k in range(n_samples)] if run.explore == "turn" else None
-            rollouts, stats = sampler.play(group, seed=run.seed * 7919 + it, explore_turns=explore)
+            # (k // 2 with a proposal, so both kinds of deviation visit every turn)
+            step = 2 if run.proposal else 1
+            explore = [(k // step) % turns_of[w] for w in worlds for k in range(n_samples)] \
+                if run.explore == "turn" else None
+            # with a proposal policy, odd samples deviate with its move, even ones with the model's own sample
+            propose = [bool(run.proposal) and explore is not None and k % 2 == 1
+                       for _ in worlds for k in range(n_samples)]
+            rollouts, stats = sampler.play(group, seed=run.seed * 7919 + it, explore_turns=explore, propose=propose)
             sample_s = time.perf_counter() - t0
             kept = select_rollouts(rollouts, float(run.min_return if run.min_return is not None else -1e9), greedy)
             records = [r.record("rft") for r in kept]

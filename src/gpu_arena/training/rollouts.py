@@ -109,7 +109,7 @@ class BatchedSampler:
 
     def __init__(self, model: Any, tokenizer: Any, *, temperature: float = 1.0, top_p: float = 1.0,
                  max_new_tokens: int = 64, batch_size: int = 32, seat: str = "lab_0",
-                 opponents: Any = None) -> None:
+                 opponents: Any = None, proposal: str | None = None) -> None:
         self.model = model
         self.tokenizer = tokenizer
         self.temperature = temperature
@@ -118,9 +118,13 @@ class BatchedSampler:
         self.batch_size = batch_size
         self.seat = seat
         self.opponents = opponents
+        # explore turns marked for the proposal take that scripted policy's action instead of a sample
+        # (e.g. random_valid: a valid move with no expertise in it, so the reward alone decides)
+        self.proposal = proposal
         self.tools = action_tools()
 
     def play(self, worlds: Sequence[World], *, seed: int = 0, explore_turns: Sequence[int | None] | None = None,
+             propose: Sequence[bool] | None = None,
              progress: Callable[[int], None] | None = None) -> tuple[list[Rollout], RolloutStats]:
         """Play every world once; return the rollouts in the order of ``worlds`` and the timing.
 
@@ -131,20 +135,25 @@ class BatchedSampler:
         stats = RolloutStats(0, 0, 0, 0, 0.0, 0.0)
         out: list[Rollout] = []
         explore: list[int | None] = list(explore_turns) if explore_turns is not None else [None] * len(worlds)
-        if len(explore) != len(worlds):
-            raise ValueError("explore_turns needs one entry per world")
+        proposed = list(propose) if propose is not None else [False] * len(worlds)
+        if len(explore) != len(worlds) or len(proposed) != len(worlds):
+            raise ValueError("explore_turns and propose need one entry per world")
+        if any(proposed) and (self.proposal is None or any(p and e is None for p, e in zip(proposed, explore,
+                                                                                            strict=True))):
+            raise ValueError("a proposed turn needs a proposal policy and an explore turn")
         for lo in range(0, len(worlds), self.batch_size):
-            chunk = list(worlds[lo:lo + self.batch_size])
-            out.extend(self._play_chunk(chunk, explore[lo:lo + self.batch_size], seed * 1_000_003 + lo, stats))
+            hi = lo + self.batch_size
+            out.extend(self._play_chunk(list(worlds[lo:hi]), explore[lo:hi], proposed[lo:hi],
+                                        seed * 1_000_003 + lo, stats))
             if progress is not None:
-                progress(len(chunk))
+                progress(len(worlds[lo:hi]))
         stats.episodes = len(out)
         stats.seconds = time.perf_counter() - started
         return out, stats
 
     # ------------------------------------------------------------------ internals
 
-    def _play_chunk(self, worlds: list[World], explore: list[int | None], seed: int,
+    def _play_chunk(self, worlds: list[World], explore: list[int | None], proposed: list[bool], seed: int,
                     stats: RolloutStats) -> list[Rollout]:
         from ..env import GpuArenaEnv
 
@@ -164,9 +173,13 @@ class BatchedSampler:
                 break
             for i in live:
                 convs[i].observe(obs[i])
-            sampled = [i for i in live if self.temperature > 0 and explore[i] in (None, rollouts[i].turns)]
-            greedy = [i for i in live if i not in set(sampled)]
             answers: dict[int, tuple[str, list[dict[str, Any]] | None, int]] = {}
+            for i in live:
+                if proposed[i] and explore[i] == rollouts[i].turns:
+                    answers[i] = self._propose(envs[i], worlds[i], seed + i)
+            sampled = [i for i in live if i not in answers and self.temperature > 0
+                       and explore[i] in (None, rollouts[i].turns)]
+            greedy = [i for i in live if i not in answers and i not in set(sampled)]
             for rows, temperature in ((sampled, self.temperature), (greedy, 0.0)):
                 if rows:
                     answers.update(zip(rows, self._generate([convs[i].messages() for i in rows], seed + call, stats,
@@ -192,6 +205,18 @@ class BatchedSampler:
         for conv, o in zip(convs, obs, strict=True):
             conv.observe(o)  # the closing turn ("The episode is over."), as the teacher's records end
         return rollouts
+
+    def _propose(self, env: Any, world: World, seed: int) -> tuple[str, list[dict[str, Any]] | None, int]:
+        """The proposal policy's action for the seat's current view, as a tool call."""
+        from ..policies import make_policy
+        from .data import render_reply
+
+        driver = make_policy(str(self.proposal), seed=seed)
+        if getattr(driver, "needs_world", False):
+            driver.bind(env.episode.world)  # type: ignore[attr-defined]  # the oracle plans with the world
+        view = env.episode.observe(self.seat, aids=getattr(driver, "uses_aids", True))
+        content, calls = render_reply(driver.act(view), "tools", "call_0")
+        return content, calls, 0
 
     def _generate(self, batch: list[list[dict[str, Any]]], seed: int, stats: RolloutStats, temperature: float
                   ) -> list[tuple[str, list[dict[str, Any]] | None, int]]:
