@@ -1,8 +1,10 @@
-"""A real evaluation run in a store, for the dashboard's tests (small: two policies, two tasks, three seeds)."""
+"""Real runs in a store, for the dashboard's tests: an evaluation run (small: two policies, two tasks, three
+seeds), a training run logged through the run log, and a whole `gpu-arena train pipeline` run."""
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from gpu_arena.evaluation import aggregate, run_evaluation
 from gpu_arena.evaluation.store import connect, save_run
@@ -48,3 +50,35 @@ def store_training_run(db: Path, kind: str = "grpo", steps: int = 4) -> int:
         return run
     finally:
         con.close()
+
+
+PIPELINE_TASK = "single_trade"
+
+
+def pipeline_store(factory: Any) -> Path:
+    """A directory whose ``arena.db`` holds one real ``gpu-arena train pipeline`` run (tiny preset, one
+    RL iteration, evaluated on :data:`PIPELINE_TASK` only; its output in ``run/``), made once per test
+    session: pytest-xdist's workers share it through a lock beside their temporary directories, and a
+    failed attempt is reported to every later caller instead of being run again."""
+    import fcntl
+    import os
+
+    from gpu_arena.training.pipeline import PipelineRun, run_pipeline
+
+    base = factory.getbasetemp()
+    shared = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+    root = shared / "pipeline-store"
+    with open(shared / "pipeline-store.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
+        if (root / "failed").exists():
+            raise RuntimeError(f"the pipeline store could not be made: {(root / 'failed').read_text()}")
+        if not (root / "done").exists():
+            root.mkdir(exist_ok=True)
+            try:
+                run_pipeline(PipelineRun(output=str(root / "run"), preset="tiny", db=str(root / "arena.db"),
+                                         workers=1, rl_iterations=1, eval_tasks=(PIPELINE_TASK,)))
+            except BaseException as e:
+                (root / "failed").write_text(f"{type(e).__name__}: {e}")
+                raise
+            (root / "done").write_text("ok")
+    return root

@@ -393,7 +393,8 @@ def test_api_examples_run_against_the_server(tmp_path: Path) -> None:
 def test_training_lists_stored_runs_and_serves_their_curves(client: TestClient, tmp_path: Path) -> None:
     training = client.get("/api/overview").json()["training"]
     assert (training["runs_in_store"], training["message"]) == (0, "no training runs in the store")
-    assert training["latest"] == {"sft": None, "grpo": None}
+    assert training["latest"] == {"sft": None, "rft": None, "grpo": None}
+    assert training["pipeline"] is None and training["pipeline_command"].startswith("gpu-arena train pipeline")
     assert f"gpu-arena data sft --output {tmp_path / 'sft'}" in training["commands"]
     assert client.get("/api/training/runs").json()["runs"] == []
     missing = client.get("/api/training/runs/1")

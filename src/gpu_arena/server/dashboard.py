@@ -1,5 +1,6 @@
 """The dashboard: the static page at ``/`` and the JSON it reads (``/api/overview``, ``/api/results/latest``,
-``/api/auto-eval``; replays in :mod:`.replays`, the Reference section in :mod:`.reference`).
+``/api/auto-eval``, ``/api/training/...``; replays in :mod:`.replays`, pipeline runs and Before vs after in
+:mod:`.pipelines`, the Reference section in :mod:`.reference`).
 
 Every number the page shows comes from these routes or the session routes: the registries of the
 code (tasks, action types, reward columns, policies) and the SQLite store (evaluation runs). The
@@ -29,6 +30,7 @@ from ..training.runlog import METRIC_KEYS, list_training_runs, load_training_run
 from .autoeval import AutoEval
 from .environment import DEFAULT_OPPONENTS, task_spec
 from .errors import TrainingRunNotFound, responses
+from .pipelines import add_pipeline_routes, headline, latest_pipeline, pipeline_command
 from .settings import ServerSettings
 
 ASSETS_URL = "/assets"
@@ -114,6 +116,8 @@ def training_commands() -> tuple[str, ...]:
 
 
 # what the Training section lists of a run (its config and versions come with the run itself)
+# the kinds of training run "At a glance" shows the newest of (pipelines have a card of their own)
+TRAINING_KINDS = ("sft", "rft", "grpo")
 _BRIEF_KEYS = ("id", "kind", "status", "created_at", "finished_at", "git_commit", "preset", "model", "duration_s",
                "n_logs", "last_step", "summary")
 
@@ -169,12 +173,15 @@ def build_dashboard_router(settings: ServerSettings, auto_eval: AutoEval | None 
         message = ("no training runs in the store" if not runs else
                    f"{len(runs)} training run{'s' if len(runs) > 1 else ''} in the store")
         commands = [sft_command(settings) if c == "gpu-arena data sft" else c for c in training_commands()]
-        latest = {kind: next((_run_brief(r) for r in runs if r["kind"] == kind), None) for kind in ("sft", "grpo")}
+        latest = {kind: next((_run_brief(r) for r in runs if r["kind"] == kind), None) for kind in TRAINING_KINDS}
+        pipeline = read_training(latest_pipeline)
         return {"wired": True, "runs_in_store": len(runs), "message": message, "commands": commands,
-                "latest": latest}
+                "latest": latest, "pipeline": headline(pipeline) if pipeline else None,
+                "pipeline_command": pipeline_command(settings.db)}
 
-    @router.get("/training/runs", summary="Training runs in the store, newest first (SFT and GRPO)")
-    async def training_runs(kind: Literal["sft", "grpo"] | None = Query(None),
+    @router.get("/training/runs", summary="Training runs in the store, newest first (SFT, expert iteration, GRPO, "
+                                          "pipelines)")
+    async def training_runs(kind: Literal["sft", "rft", "grpo", "pipeline"] | None = Query(None),
                             limit: int = Query(50, ge=1, le=500)) -> dict[str, Any]:
         runs = read_training(list_training_runs, kind=kind, limit=limit) or []
         return {"runs": [_run_brief(r) for r in runs], "metric_keys": METRIC_KEYS,
@@ -187,6 +194,8 @@ def build_dashboard_router(settings: ServerSettings, auto_eval: AutoEval | None 
         if run is None:
             raise TrainingRunNotFound(f"no training run {run_id} in the store")
         return run
+
+    add_pipeline_routes(router, read_training, settings.db)
 
     @router.get("/auto-eval", summary="The first-run background evaluation: off, skipped, running, done or failed")
     async def auto_eval_status() -> dict[str, Any]:

@@ -1,6 +1,7 @@
 // Entry point: load the overview and the action space once, then build each section from them.
 import { initArena } from "./arena.js";
 import { initAutoEval } from "./autoeval.js";
+import { initBeforeAfter } from "./beforeafter.js";
 import { $, api } from "./dom.js";
 import { renderGlance } from "./glance.js";
 import { initJudge } from "./judge.js";
@@ -27,7 +28,8 @@ async function main() {
   initArena(ov);
   initPlay(ov, actions);
   initTraining(ov);
-  await Promise.all([initResults(), initReplays(ov), initJudge(ov, reward), initReference(reward, actions)]);
+  await Promise.all([initResults(), initReplays(ov), initJudge(ov, reward), initReference(reward, actions),
+    initBeforeAfter(ov)]);
   initAutoEval(ov.auto_eval, async () => {
     renderGlance(await api("/api/overview"));
     await reloadResults();

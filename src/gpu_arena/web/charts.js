@@ -142,8 +142,10 @@ export function seriesChart(series, title) {
     root.append(s("line", { class: "grid-line", x1: left, x2: width - right, y1: y(t), y2: y(t) }));
     root.append(s("text", { x: left - 4, y: y(t) + 4, "text-anchor": "end" }, tickLabel(t, lo, hi)));
   }
-  for (const t of ticks(x0, x1)) {
-    root.append(s("text", { x: x(t), y: plotBottom + 16, "text-anchor": "middle" }, String(Math.round(t))));
+  // steps are whole numbers: a short run gets one label per step, never the same label twice
+  const xTicks = x1 - x0 <= 4 ? xs.filter((v, i) => xs.indexOf(v) === i) : [...new Set(ticks(x0, x1).map(Math.round))];
+  for (const t of xTicks) {
+    root.append(s("text", { x: x(t), y: plotBottom + 16, "text-anchor": "middle" }, String(t)));
   }
   series.forEach((q, k) => {
     const cls = `line series-${k % 4}`;

@@ -1,5 +1,7 @@
-// "At a glance": the code's registries and the latest evaluation run, all from /api/overview.
-import { $, clear, fmt, h, table } from "./dom.js";
+// "At a glance": the code's registries, the latest evaluation run, the latest training runs and the latest
+// pipeline's evidence, all from /api/overview.
+import { $, clear, fmt, h, signed, table } from "./dom.js";
+import { ciText } from "./pipeline.js";
 
 export function renderGlance(ov) {
   clear($("#glance-tasks")).append(table(["task", "labs", "rounds", "shocks"],
@@ -36,16 +38,40 @@ export function renderGlance(ov) {
       stat("tasks", ev.tasks.join(", ")), stat("policies", ev.policies.join(", "))));
   }
 
-  // the newest SFT and GRPO runs of the store (GET /api/overview → training.latest); their curves are in Training
+  // the newest SFT, expert-iteration and GRPO runs of the store (GET /api/overview → training.latest); their
+  // curves are in Training
   const tr = ov.training;
   const tbox = clear($("#glance-training"));
-  const latest = ["sft", "grpo"].map((k) => tr.latest && tr.latest[k]).filter(Boolean);
+  const latest = ["sft", "rft", "grpo"].map((k) => tr.latest && tr.latest[k]).filter(Boolean);
   if (!latest.length) {
     tbox.append(h("p", { id: "glance-no-training", text: "No training run in the store yet; see Training for the commands." }));
   } else {
     tbox.append(h("dl", { class: "stats", id: "glance-training-stats" }, ...latest.map((r) =>
       stat(`${r.kind} run`, `#${r.id} ${r.preset ?? ""} ${r.status}, ${r.n_logs} logs${r.duration_s == null ? "" : `, ${fmt(r.duration_s, 1)} s`}`))));
   }
+  renderPipeline(tr);
+}
+
+// the newest pipeline with evidence (training.pipeline): trained − SFT start and trained − no_negotiation on
+// the training task, paired by holdout seed, and the command that made it
+function renderPipeline(tr) {
+  const box = clear($("#glance-pipeline"));
+  const p = tr.pipeline;
+  if (!p) {
+    box.append(h("p", { id: "glance-no-pipeline", text: "No training pipeline in the store yet; this command runs one (SFT, RL, holdout evaluation):" }),
+      h("pre", {}, h("code", { text: tr.pipeline_command })));
+    return;
+  }
+  box.append(h("dl", { class: "stats", id: "glance-pipeline-stats", "data-run-id": String(p.run_id) },
+    ...p.rows.map((r) => h("div", { "data-comparison": r.comparison },
+      h("dt", { text: `${r.label} on ${r.task}` }),
+      h("dd", { class: "v", "data-value": String(r.mean_diff), text: signed(r.mean_diff), style: "margin:0" }),
+      h("dd", { class: "muted", text: `95% CI ${ciText(r)}, n=${r.n}`, style: "margin:0" })))),
+    h("p", { class: "help", text: `pipeline run #${p.run_id} · preset ${p.preset ?? "–"} · RL ${p.rl_method ?? "–"} · ${p.created_at}` +
+      (p.commit ? ` · commit ${p.commit.slice(0, 10)}` : "") }),
+    h("pre", {}, h("code", { id: "glance-pipeline-command", text: p.command ?? "–" })),
+    h("p", {}, h("a", { href: "#before-after", text: "Before vs after" }), " · ", h("a", { href: "#training", text: "its curves" })));
+  if (!p.rows.length) box.append(h("p", { class: "muted", text: "Its evidence has no comparison on the training task." }));
 }
 
 function stat(k, v) {
