@@ -28,9 +28,10 @@ from typing import Any
 from ..core.types import SPLITS, TASKS
 from .accel import Accel
 from .common import check_output_dir, describe_model, logged_run, starting_model, use_cpu
+from .lookahead import improve
 from .presets import PresetError, get_preset, save_checkpoint
 from .progress import drop_printer
-from .rollouts import BatchedSampler, Rollout, World
+from .rollouts import BatchedSampler, Rollout, RolloutStats, World
 from .runlog import RunLog
 
 
@@ -54,7 +55,9 @@ class RFTRun:
     batch_size: int | None = None
     min_return: float | None = None
     baseline: str | None = None  # "greedy" | "mean": what a kept episode must beat in its world
-    explore: str | None = None  # "turn": one sampled turn per episode, the rest greedy | "episode": every turn
+    # "lookahead": every turn's move chosen among candidates by the environment (lookahead.py) | "turn": one
+    # sampled turn per episode, the rest greedy | "episode": every turn sampled
+    explore: str | None = None
     proposal: str | None = None  # explore=turn: every other deviation is this policy's move (e.g. random_valid)
     max_new_tokens: int = 64
     seed: int = 0
@@ -88,9 +91,9 @@ class RFTRun:
             raise PresetError(f"unknown baseline {self.baseline!r}; expected one of {', '.join(BASELINES)}")
         if self.explore not in (None, *EXPLORE):
             raise PresetError(f"unknown explore {self.explore!r}; expected one of {', '.join(EXPLORE)}")
-        if self.proposal and self.explore != "turn":
-            raise PresetError("a proposal policy replaces one turn's sample: it needs explore=turn")
-        if self.explore == "turn" and self.baseline == "mean":
+        if self.proposal and self.explore == "episode":
+            raise PresetError("a proposal policy supplies deviations: it needs explore=turn or lookahead")
+        if self.explore in ("turn", "lookahead") and self.baseline == "mean":
             raise PresetError("explore=turn deviates from the greedy episode: use baseline=greedy")
         if (self.temperature or 0.0) <= 0:
             raise PresetError("temperature must be above 0 (greedy sampling gives every sample the same episode)")
@@ -98,7 +101,8 @@ class RFTRun:
 
 
 BASELINES = ("greedy", "mean")
-EXPLORE = ("turn", "episode")
+EXPLORE = ("lookahead", "turn", "episode")
+LOOKAHEAD_PROPOSALS = 2  # proposal-policy candidates per turn beside the greedy answer and the samples
 
 
 def select_rollouts(rollouts: list[Rollout], min_return: float,
@@ -141,6 +145,36 @@ def fine_tune(model: Any, tokenizer: Any, records: list[dict[str, Any]], *, outp
     return trainer.train()
 
 
+def explore_worlds(run: RFTRun, sampler: BatchedSampler, worlds: list[World], seed: int
+                   ) -> tuple[list[Rollout], RolloutStats, dict[World, float] | None]:
+    """One iteration's episodes, the run's way (``run.explore``), and each world's greedy return
+    (``None`` with the mean baseline). ``stats.episodes`` counts every episode played, the
+    lookahead's forked continuations included (each is an episode's worth of the model's work)."""
+    if run.explore == "lookahead":
+        improved, stats = improve(sampler, worlds, samples=int(run.samples_per_world or 2),
+                                  proposals=LOOKAHEAD_PROPOSALS if run.proposal else 0, seed=seed)
+        return [x.rollout for x in improved], stats, {x.rollout.world: x.greedy_return for x in improved}
+    n = int(run.samples_per_world or 2)
+    greedy: dict[World, float] | None = None
+    turns_of: dict[World, int] = {}
+    if run.baseline == "greedy":
+        plain = BatchedSampler(sampler.model, sampler.tokenizer, temperature=0.0, max_new_tokens=sampler.max_new_tokens)
+        base_rollouts, base_stats = plain.play(worlds)
+        greedy = {r.world: r.episode_return for r in base_rollouts}
+        turns_of = {r.world: max(r.turns, 1) for r in base_rollouts}
+    group = [w for w in worlds for _ in range(n)]
+    # explore=turn: sample k of a world deviates from its greedy episode at turn k mod its length
+    # (k // 2 with a proposal, so both kinds of deviation visit every turn)
+    step = 2 if run.proposal else 1
+    explore = [(k // step) % turns_of[w] for w in worlds for k in range(n)] if run.explore == "turn" else None
+    # with a proposal policy, odd samples deviate with its move, even ones with the model's own sample
+    propose = [bool(run.proposal) and explore is not None and k % 2 == 1 for _ in worlds for k in range(n)]
+    rollouts, stats = sampler.play(group, seed=seed, explore_turns=explore, propose=propose)
+    if greedy is not None:
+        stats.episodes += base_stats.episodes
+    return rollouts, stats, greedy
+
+
 def run_rft(run: RFTRun, progress: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any]:
     """Train by expert iteration; write the checkpoint to ``run.output_dir``; log every iteration to
     the store and ``metrics.jsonl``. ``progress`` gets each iteration's metrics."""
@@ -157,8 +191,7 @@ def run_rft(run: RFTRun, progress: Callable[[dict[str, Any]], None] | None = Non
         model, tok = start.model, start.tokenizer
         sampler = BatchedSampler(model, tok, temperature=float(run.temperature or 1.0),
                                  max_new_tokens=run.max_new_tokens, proposal=run.proposal)
-        greedy_sampler = BatchedSampler(model, tok, temperature=0.0, max_new_tokens=run.max_new_tokens)
-        n_worlds, n_samples = int(run.worlds_per_iteration or 1), int(run.samples_per_world or 2)
+        n_worlds = int(run.worlds_per_iteration or 1)
         rng = random.Random(run.seed)
         started = time.perf_counter()
         episodes = 0
@@ -168,22 +201,7 @@ def run_rft(run: RFTRun, progress: Callable[[dict[str, Any]], None] | None = Non
             worlds = [World(rng.choice(run.tasks) if len(run.tasks) > 1 else run.tasks[0], run.split, base + k)
                       for k in range(n_worlds)]
             t0 = time.perf_counter()
-            greedy: dict[World, float] | None = None
-            turns_of: dict[World, int] = {}
-            if run.baseline == "greedy":
-                base_rollouts, _ = greedy_sampler.play(worlds)
-                greedy = {r.world: r.episode_return for r in base_rollouts}
-                turns_of = {r.world: max(r.turns, 1) for r in base_rollouts}
-            group = [w for w in worlds for _ in range(n_samples)]
-            # explore=turn: sample k of a world deviates from its greedy episode at turn k mod its length
-            # (k // 2 with a proposal, so both kinds of deviation visit every turn)
-            step = 2 if run.proposal else 1
-            explore = [(k // step) % turns_of[w] for w in worlds for k in range(n_samples)] \
-                if run.explore == "turn" else None
-            # with a proposal policy, odd samples deviate with its move, even ones with the model's own sample
-            propose = [bool(run.proposal) and explore is not None and k % 2 == 1
-                       for _ in worlds for k in range(n_samples)]
-            rollouts, stats = sampler.play(group, seed=run.seed * 7919 + it, explore_turns=explore, propose=propose)
+            rollouts, stats, greedy = explore_worlds(run, sampler, worlds, run.seed * 7919 + it)
             sample_s = time.perf_counter() - t0
             kept = select_rollouts(rollouts, float(run.min_return if run.min_return is not None else -1e9), greedy)
             records = [r.record("rft") for r in kept]
@@ -195,19 +213,22 @@ def run_rft(run: RFTRun, progress: Callable[[dict[str, Any]], None] | None = Non
                                    batch_size=int(run.batch_size or 4), seed=run.seed + it, accel=run.accel)
                 loss = float(result.training_loss)
             train_s = time.perf_counter() - t1
-            episodes += len(rollouts)
+            episodes += stats.episodes
             turns = sum(r.turns for r in rollouts)
             returns = [r.episode_return for r in rollouts]
             metrics = {
                 "iteration": it + 1, "reward": statistics.fmean(returns),
-                "reward_std": statistics.pstdev(returns), "kept": len(records), "episodes": len(rollouts),
-                "kept_reward": statistics.fmean([r.episode_return for r in kept]) if kept else float("nan"),
+                "reward_std": statistics.pstdev(returns), "kept": len(records), "episodes": stats.episodes,
+                "worlds": len(worlds), "kept_reward": statistics.fmean([r.episode_return for r in kept]) if kept
+                else float("nan"),
                 "greedy_reward": statistics.fmean(greedy.values()) if greedy else float("nan"),
                 "loss": loss, "arena/valid_action_rate": sum(r.valid_turns for r in rollouts) / max(turns, 1),
                 "arena/format_error_rate": sum(r.format_errors for r in rollouts) / max(turns, 1),
-                "arena/episodes_per_min": 60.0 * len(rollouts) / max(sample_s + train_s, 1e-9),
-                "sample_s": sample_s, "train_s": train_s, "generated_tokens_per_s":
-                    stats.generated_tokens / max(stats.generate_seconds, 1e-9),
+                # episodes the model played to their end (lookahead: each forked continuation is one)
+                "arena/episodes_per_min": 60.0 * stats.episodes / max(sample_s + train_s, 1e-9),
+                "arena/worlds_per_min": 60.0 * len(worlds) / max(sample_s + train_s, 1e-9),
+                "sample_s": sample_s, "train_s": train_s,
+                "generated_tokens_per_s": stats.generated_tokens / max(stats.generate_seconds, 1e-9),
                 "elapsed_s": time.perf_counter() - started,
             }
             runlog.log(it + 1, metrics)

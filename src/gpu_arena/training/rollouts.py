@@ -31,6 +31,8 @@ from ..llm.parsing import FormatError, parse_action
 from ..llm.prompts import Conversation
 from ..llm.tools import action_tools
 
+Answer = tuple[str, list[dict[str, Any]] | None, int]  # (text, tool calls or None, generated tokens)
+
 
 @dataclass(frozen=True)
 class World:
@@ -155,17 +157,27 @@ class BatchedSampler:
 
     def _play_chunk(self, worlds: list[World], explore: list[int | None], proposed: list[bool], seed: int,
                     stats: RolloutStats) -> list[Rollout]:
-        from ..env import GpuArenaEnv
-
         envs, convs, obs, rollouts = [], [], [], []
         for w in worlds:
-            env = GpuArenaEnv(task=w.task, split=w.split, seat=self.seat, opponents=self.opponents)
-            o = env.reset(seed=w.seed)
-            conv = Conversation("tools")
+            env, conv, o = self.start(w)
             envs.append(env)
             convs.append(conv)
             obs.append(o)
             rollouts.append(Rollout(world=w, messages=conv.transcript))
+        self.run(envs, convs, obs, rollouts, explore, proposed, seed, stats)
+        return rollouts
+
+    def start(self, world: World) -> tuple[Any, Conversation, Any]:
+        """A fresh environment on ``world``, an empty conversation and the first observation."""
+        from ..env import GpuArenaEnv
+
+        env = GpuArenaEnv(task=world.task, split=world.split, seat=self.seat, opponents=self.opponents)
+        return env, Conversation("tools"), env.reset(seed=world.seed)
+
+    def run(self, envs: list[Any], convs: list[Conversation], obs: list[Any], rollouts: list[Rollout],
+            explore: list[int | None], proposed: list[bool], seed: int, stats: RolloutStats) -> None:
+        """Play episodes already started (``obs[i]`` not yet shown to ``convs[i]``) to their end;
+        ``explore[i]`` counts turns from ``rollouts[i].turns`` (``-1``: greedy throughout)."""
         call = 0
         while True:
             live = [i for i, o in enumerate(obs) if not o.done]
@@ -173,40 +185,43 @@ class BatchedSampler:
                 break
             for i in live:
                 convs[i].observe(obs[i])
-            answers: dict[int, tuple[str, list[dict[str, Any]] | None, int]] = {}
+            answers: dict[int, Answer] = {}
             for i in live:
                 if proposed[i] and explore[i] == rollouts[i].turns:
-                    answers[i] = self._propose(envs[i], worlds[i], seed + i)
+                    answers[i] = self.propose(envs[i], seed + i)
             sampled = [i for i in live if i not in answers and self.temperature > 0
                        and explore[i] in (None, rollouts[i].turns)]
             greedy = [i for i in live if i not in answers and i not in set(sampled)]
             for rows, temperature in ((sampled, self.temperature), (greedy, 0.0)):
                 if rows:
-                    answers.update(zip(rows, self._generate([convs[i].messages() for i in rows], seed + call, stats,
-                                                            temperature), strict=True))
+                    answers.update(zip(rows, self.generate([convs[i].messages() for i in rows], seed + call, stats,
+                                                           temperature), strict=True))
             call += 1
             for i in live:
-                content, calls, n_new = answers[i]
-                action = parse_action(calls if calls else content)
-                convs[i].reply(content, calls)
-                r = rollouts[i]
-                r.generated_tokens += n_new
-                r.actions.append(action)
-                if isinstance(action, FormatError):
-                    r.format_errors += 1
-                o = envs[i].step(action)
-                obs[i] = o
-                r.episode_return += float(o.reward or 0.0)
-                for c in REWARD_COLUMNS:
-                    r.columns[c] += float(o.reward_breakdown[c])
-                if o.last_action_result.ok:
-                    r.valid_turns += 1
+                obs[i] = self.step(envs[i], convs[i], rollouts[i], answers[i])
                 stats.turns += 1
         for conv, o in zip(convs, obs, strict=True):
             conv.observe(o)  # the closing turn ("The episode is over."), as the teacher's records end
-        return rollouts
 
-    def _propose(self, env: Any, world: World, seed: int) -> tuple[str, list[dict[str, Any]] | None, int]:
+    @staticmethod
+    def step(env: Any, conv: Conversation, rollout: Rollout, answer: Answer) -> Any:
+        """Write ``answer`` into the conversation, play it, book it on ``rollout``; the new observation."""
+        content, calls, n_new = answer
+        action = parse_action(calls if calls else content)
+        conv.reply(content, calls)
+        rollout.generated_tokens += n_new
+        rollout.actions.append(action)
+        if isinstance(action, FormatError):
+            rollout.format_errors += 1
+        o = env.step(action)
+        rollout.episode_return += float(o.reward or 0.0)
+        for c in REWARD_COLUMNS:
+            rollout.columns[c] += float(o.reward_breakdown[c])
+        if o.last_action_result.ok:
+            rollout.valid_turns += 1
+        return o
+
+    def propose(self, env: Any, seed: int) -> Answer:
         """The proposal policy's action for the seat's current view, as a tool call."""
         from ..policies import make_policy
         from .data import render_reply
@@ -218,8 +233,9 @@ class BatchedSampler:
         content, calls = render_reply(driver.act(view), "tools", "call_0")
         return content, calls, 0
 
-    def _generate(self, batch: list[list[dict[str, Any]]], seed: int, stats: RolloutStats, temperature: float
-                  ) -> list[tuple[str, list[dict[str, Any]] | None, int]]:
+    def generate(self, batch: list[list[dict[str, Any]]], seed: int, stats: RolloutStats, temperature: float
+                 ) -> list[Answer]:
+        """One batched ``generate`` over conversations; each answer read as the agents read it."""
         import torch
 
         from ..llm.agents import _parsed_tool_calls
@@ -247,7 +263,7 @@ class BatchedSampler:
                 model.train()
         stats.generate_seconds += time.perf_counter() - t0
         stats.prompt_tokens += int(mask.sum())
-        answers: list[tuple[str, list[dict[str, Any]] | None, int]] = []
+        answers: list[Answer] = []
         for row in range(out.shape[0]):
             new = out[row, width:]
             ends = (new == tok.eos_token_id).nonzero()
@@ -265,4 +281,4 @@ class BatchedSampler:
         return answers
 
 
-__all__ = ["BatchedSampler", "Rollout", "RolloutStats", "World"]
+__all__ = ["Answer", "BatchedSampler", "Rollout", "RolloutStats", "World"]
