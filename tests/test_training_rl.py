@@ -133,6 +133,16 @@ def test_tiny_pipeline_end_to_end_and_resumed(tmp_path: Path) -> None:
     assert con.execute("SELECT COUNT(*) FROM runs WHERE kind = 'eval'").fetchone()[0] == 1
     assert set(evidence["runs"]) == {"sft", "rl", "eval"}
 
+    # the evidence renders as the docs show it, every comparison a row
+    res = CliRunner().invoke(app, ["train", "evidence", str(out), "--markdown"])
+    assert res.exit_code == 0, res.output
+    assert res.output.startswith("`gpu-arena train pipeline --preset tiny --output ")
+    rows = [line.split("|") for line in res.output.splitlines() if line.startswith("|")]
+    assert sum(r[1].strip() == "single_trade" for r in rows) == 4  # the comparisons
+    assert sum(r[2].strip() == "single_trade" for r in rows) == 5  # trained, sft and three baselines
+    res = CliRunner().invoke(app, ["train", "evidence", str(tmp_path / "nothing.json")])
+    assert res.exit_code != 0 and "cannot read evidence" in " ".join(res.output.replace("│", " ").split())
+
     # resuming at eval reuses the checkpoints: SFT and RL are not trained again
     sft_mtime = (out / "sft" / "model.safetensors").stat().st_mtime_ns
     res = CliRunner().invoke(app, ["train", "pipeline", "--preset", "tiny", "--output", str(out), "--db", db,

@@ -279,15 +279,37 @@ def train_pipeline(
 def _print_evidence(path: str) -> None:
     from pathlib import Path
 
+    from .evidence import comparison_rows
+
     evidence = json.loads(Path(path).read_text())
     table = Table(title="paired by holdout seed")
     for col in ("task", "comparison", "n", "mean", "95% CI", "W/L"):
         table.add_column(col)
-    for c in evidence["comparisons"]:
-        table.add_row(c["task"], c["comparison"], str(c["n"]), f"{c['mean_diff']:+.4f}",
-                      f"[{c['ci_low']:+.3f}, {c['ci_high']:+.3f}]", f"{c['wins']}/{c['losses']}")
+    for row in comparison_rows(evidence):
+        table.add_row(*row)
     console.print(table)
     console.print(f"evidence: {path}")
+
+
+@train_app.command("evidence")
+def train_evidence(
+    path: str = typer.Argument(..., help="a pipeline's evidence.json (or its output directory)"),
+    markdown: bool = typer.Option(False, "--markdown", help="print Markdown tables (for docs) instead"),
+) -> None:
+    """Show a pipeline's evidence: the paired comparisons, the holdout rows and each stage's wall time."""
+    from pathlib import Path
+
+    from .evidence import EvidenceError, load_evidence, markdown_report
+
+    p = Path(path)
+    try:
+        evidence = load_evidence(p / "evidence.json" if p.is_dir() else p)
+    except EvidenceError as e:
+        raise _fail(e) from None
+    if markdown:
+        print(markdown_report(evidence))
+        return
+    _print_evidence(str(p / "evidence.json" if p.is_dir() else p))
 
 
 @train_app.command("prepare")

@@ -72,11 +72,11 @@ def improve(sampler: BatchedSampler, worlds: Sequence[World], *, samples: int = 
         batch = [convs[i].messages() for i in live]
         greedy = sampler.generate(batch, seed, stats, 0.0)
         cands: dict[int, list[Answer]] = {i: [g] for i, g in zip(live, greedy, strict=True)}
-        for k in range(samples):
-            if sampler.temperature > 0:
-                for i, a in zip(live, sampler.generate(batch, seed * 7919 + turn * 131 + k, stats, sampler.temperature),
-                                strict=True):
-                    cands[i].append(a)
+        if samples and sampler.temperature > 0:  # all samples of all worlds in one generate: calls cost most
+            drawn = sampler.generate([m for m in batch for _ in range(samples)], seed * 7919 + turn * 131, stats,
+                                     sampler.temperature)
+            for j, a in enumerate(drawn):
+                cands[live[j // samples]].append(a)
         for k in range(proposals):
             if sampler.proposal:
                 for i in live:
