@@ -106,6 +106,8 @@ class RFTDefaults:
     baseline: str = "greedy"  # a kept episode beats the greedy episode of its world ("mean": the samples' mean)
     explore: str = "turn"  # one sampled turn per episode, the others greedy ("episode": every turn sampled)
     proposal: str = "random_valid"  # half the deviations play this policy's move ("" for none)
+    cumulative: bool = False  # fine-tune on every kept episode so far, not only this iteration's
+    anchors: bool = False  # and on the greedy episodes of the worlds nothing improved (lookahead)
 
 
 @dataclass(frozen=True)

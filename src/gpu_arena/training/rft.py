@@ -59,6 +59,10 @@ class RFTRun:
     # sampled turn per episode, the rest greedy | "episode": every turn sampled
     explore: str | None = None
     proposal: str | None = None  # explore=turn: every other deviation is this policy's move (e.g. random_valid)
+    # fine-tune each iteration on every kept episode so far (expert iteration's aggregate data set), and
+    # on the greedy episodes of the worlds nothing beat (anchors: the rest of the policy stays put)
+    cumulative: bool | None = None
+    anchors: bool | None = None
     max_new_tokens: int = 64
     seed: int = 0
     db: str | None = None
@@ -75,7 +79,8 @@ class RFTRun:
                        learning_rate=pick(self.learning_rate, d.learning_rate), epochs=pick(self.epochs, d.epochs),
                        batch_size=pick(self.batch_size, d.batch_size), min_return=pick(self.min_return, d.min_return),
                        baseline=pick(self.baseline, d.baseline), explore=pick(self.explore, d.explore),
-                       proposal=pick(self.proposal, d.proposal) or None)
+                       proposal=pick(self.proposal, d.proposal) or None,
+                       cumulative=pick(self.cumulative, d.cumulative), anchors=pick(self.anchors, d.anchors))
 
     def validate(self) -> None:
         for t in self.tasks:
@@ -91,6 +96,8 @@ class RFTRun:
             raise PresetError(f"unknown baseline {self.baseline!r}; expected one of {', '.join(BASELINES)}")
         if self.explore not in (None, *EXPLORE):
             raise PresetError(f"unknown explore {self.explore!r}; expected one of {', '.join(EXPLORE)}")
+        if self.anchors and self.explore != "lookahead":
+            raise PresetError("anchors are the lookahead's unimproved greedy episodes: they need explore=lookahead")
         if self.proposal and self.explore == "episode":
             raise PresetError("a proposal policy supplies deviations: it needs explore=turn or lookahead")
         if self.explore in ("turn", "lookahead") and self.baseline == "mean":
@@ -196,6 +203,7 @@ def run_rft(run: RFTRun, progress: Callable[[dict[str, Any]], None] | None = Non
         started = time.perf_counter()
         episodes = 0
         last: dict[str, Any] = {}
+        aggregate: list[dict[str, Any]] = []
         for it in range(int(run.iterations or 1)):
             base = run.seed_start + it * n_worlds
             worlds = [World(rng.choice(run.tasks) if len(run.tasks) > 1 else run.tasks[0], run.split, base + k)
@@ -204,7 +212,13 @@ def run_rft(run: RFTRun, progress: Callable[[dict[str, Any]], None] | None = Non
             rollouts, stats, greedy = explore_worlds(run, sampler, worlds, run.seed * 7919 + it)
             sample_s = time.perf_counter() - t0
             kept = select_rollouts(rollouts, float(run.min_return if run.min_return is not None else -1e9), greedy)
-            records = [r.record("rft") for r in kept]
+            new = [r.record("rft") for r in kept]
+            if run.anchors and greedy is not None and run.explore == "lookahead":
+                improved_worlds = {r.world for r in kept}
+                new += [r.record("rft-anchor") for r in rollouts
+                        if r.world not in improved_worlds and not r.format_errors]
+            aggregate = aggregate + new if run.cumulative else new
+            records = [r for r in aggregate if r]
             t1 = time.perf_counter()
             loss = float("nan")
             if records:
@@ -218,7 +232,7 @@ def run_rft(run: RFTRun, progress: Callable[[dict[str, Any]], None] | None = Non
             returns = [r.episode_return for r in rollouts]
             metrics = {
                 "iteration": it + 1, "reward": statistics.fmean(returns),
-                "reward_std": statistics.pstdev(returns), "kept": len(records), "episodes": stats.episodes,
+                "reward_std": statistics.pstdev(returns), "kept": len(kept), "trained_on": len(records), "episodes": stats.episodes,
                 "worlds": len(worlds), "kept_reward": statistics.fmean([r.episode_return for r in kept]) if kept
                 else float("nan"),
                 "greedy_reward": statistics.fmean(greedy.values()) if greedy else float("nan"),
