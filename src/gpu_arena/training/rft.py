@@ -77,7 +77,7 @@ class RFTRun:
                        samples_per_world=pick(self.samples_per_world, d.samples_per_world),
                        temperature=pick(self.temperature, d.temperature),
                        learning_rate=pick(self.learning_rate, d.learning_rate), epochs=pick(self.epochs, d.epochs),
-                       batch_size=pick(self.batch_size, d.batch_size), min_return=pick(self.min_return, d.min_return),
+                       batch_size=pick(self.batch_size, d.batch_size), min_return=self.min_return if self.min_return is not None else d.min_return,
                        baseline=pick(self.baseline, d.baseline), explore=pick(self.explore, d.explore),
                        proposal=pick(self.proposal, d.proposal) or None,
                        cumulative=pick(self.cumulative, d.cumulative), anchors=pick(self.anchors, d.anchors))
