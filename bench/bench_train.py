@@ -130,7 +130,7 @@ def profile_sft_step(model: Any, data_dir: Path) -> dict[str, Any]:
 
 
 def bench_rl(preset: str, model_dir: Path, out_dir: Path, worlds: int, samples: int, peak: float) -> dict[str, Any]:
-    from gpu_arena.training.presets import load_pretrained
+    from gpu_arena.training.presets import get_preset, load_pretrained
     from gpu_arena.training.progress import quiet_third_party
     from gpu_arena.training.rft import RFTRun, run_rft
     from gpu_arena.training.rollouts import BatchedSampler, World
@@ -141,11 +141,20 @@ def bench_rl(preset: str, model_dir: Path, out_dir: Path, worlds: int, samples: 
         ws = [World("single_trade", "train", 1000 + k) for k in range(worlds) for _ in range(samples)]
         sampler.play(ws[:8], seed=99)  # warm-up
         rollouts, stats = sampler.play(ws, seed=1)
+        # whole-episode expert iteration (every turn sampled): whole episodes, like GRPO's rollouts
         t0 = time.perf_counter()
         result = run_rft(RFTRun(output_dir=str(out_dir), model=str(model_dir), preset=preset, iterations=2,
-                                worlds_per_iteration=worlds, samples_per_world=samples, db=str(out_dir.parent / "bench.db"),
-                                overwrite=True))
+                                worlds_per_iteration=worlds, samples_per_world=samples, explore="episode",
+                                baseline="mean", proposal="", cumulative=False, anchors=False,
+                                db=str(out_dir.parent / "bench.db"), overwrite=True))
         iteration_s = (time.perf_counter() - t0) / 2
+        # the preset's own RL (lookahead for small): worlds searched per minute and the forked
+        # continuations (episodes played to their end from a fork) per minute
+        t0 = time.perf_counter()
+        look = run_rft(RFTRun(output_dir=str(out_dir) + "-preset", model=str(model_dir), preset=preset, iterations=1,
+                              worlds_per_iteration=worlds, db=str(out_dir.parent / "bench.db"), overwrite=True))
+        look_s = time.perf_counter() - t0
+        final = look.get("final") or {}
     mp = matmul_params(model)
     ctx = stats.prompt_tokens / max(stats.turns, 1)
     fwd = 2 * mp + attention_flops_per_token(model, ctx / 2)
@@ -156,6 +165,10 @@ def bench_rl(preset: str, model_dir: Path, out_dir: Path, worlds: int, samples: 
         "sampling_episodes_per_min": round(stats.episodes_per_min, 1),
         "iteration_episodes_per_min": round(60.0 * per_iter / iteration_s, 1),
         "rft_run_episodes_per_min": round(result["episodes_per_min"], 1),
+        "preset_rl": {"explore": get_preset(preset).rft.explore, "worlds": worlds,
+                      "worlds_per_min": round(60.0 * worlds / look_s, 1),
+                      "episodes_per_min_with_continuations": round(60.0 * look["episodes"] / look_s, 1),
+                      "greedy_return": final.get("greedy_reward"), "searched_return": final.get("reward")},
         "generated_tokens_per_s": round(stats.generated_tokens / stats.seconds, 1),
         "prompt_tokens_per_s": round(stats.prompt_tokens / stats.seconds, 1),
         "generate_share_of_sampling": round(stats.generate_seconds / stats.seconds, 3),

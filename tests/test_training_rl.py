@@ -241,3 +241,18 @@ def test_gpu_switches_the_machine_cannot_honour_are_clear_errors(tmp_path: Path)
                       accel=Accel(use_vllm=True, bf16=True)).command_line()
     assert cmd == ("gpu-arena train pipeline --preset small --output out --rl grpo --lora --use-vllm "
                    "--vllm-mode colocate --bf16")
+
+
+def test_runs_take_what_the_command_left_open_from_the_preset() -> None:
+    from gpu_arena.training.grpo import GRPORun
+    from gpu_arena.training.presets import get_preset
+    from gpu_arena.training.rft import RFTRun
+
+    small = get_preset("small")
+    g = GRPORun(output_dir="o", model="m", preset="small", learning_rate=0.5).resolved()
+    assert g.learning_rate == 0.5 and g.max_steps == small.grpo.max_steps and g.beta == small.grpo.beta
+    assert g.scale_rewards == small.grpo.scale_rewards and g.lora is small.grpo.lora
+    r = RFTRun(output_dir="o", model="m", preset="small", proposal="", cumulative=False).resolved()
+    assert r.proposal is None and r.cumulative is False and r.anchors is small.rft.anchors
+    assert r.explore == small.rft.explore and r.worlds_per_iteration == small.rft.worlds_per_iteration
+    assert r.min_return is None and r.iterations == small.rft.iterations

@@ -15,7 +15,7 @@ are only logged, one function per reward column and ``valid_action_rate``.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from ..core.tasks import task_params
@@ -25,7 +25,7 @@ from ..llm.tools import action_tools
 from .accel import Accel
 from .arena_env import ArenaToolEnv, reward_functions
 from .common import MetricsCallback, check_output_dir, describe_model, logged_run, starting_model, use_cpu
-from .presets import SCALE_REWARDS, PresetError, get_preset, save_checkpoint
+from .presets import SCALE_REWARDS, PresetError, fill_defaults, get_preset, save_checkpoint
 from .progress import drop_printer, progress_callback
 from .runlog import RunLog
 
@@ -59,16 +59,7 @@ class GRPORun:
     accel: Accel = field(default_factory=Accel)  # the GPU recipe's switches (vLLM, bf16, checkpointing)
 
     def resolved(self) -> GRPORun:
-        d = get_preset(self.preset).grpo
-        pick = (lambda v, default: default if v is None else v)  # noqa: E731
-        return replace(self, max_steps=pick(self.max_steps, d.max_steps),
-                       num_generations=pick(self.num_generations, d.num_generations),
-                       prompts_per_step=pick(self.prompts_per_step, d.prompts_per_step),
-                       learning_rate=pick(self.learning_rate, d.learning_rate),
-                       temperature=pick(self.temperature, d.temperature),
-                       max_completion_length=pick(self.max_completion_length, d.max_completion_length),
-                       beta=pick(self.beta, d.beta), scale_rewards=pick(self.scale_rewards, d.scale_rewards),
-                       lora=pick(self.lora, d.lora))
+        return fill_defaults(self, get_preset(self.preset).grpo)
 
     def validate(self) -> None:
         for t in self.tasks:

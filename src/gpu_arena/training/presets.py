@@ -22,9 +22,14 @@ from __future__ import annotations
 import importlib.util
 import json
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar
+
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
+
+RunT = TypeVar("RunT", bound="DataclassInstance")
 
 SPECIAL_TOKENS = ("<|endoftext|>", "<|im_start|>", "<|im_end|>")
 # pieces of their own, so merges never cross them: arena ids (lab_1, b_1_0, o_12, j_0_1), the integer
@@ -171,6 +176,14 @@ PRESETS: dict[str, Preset] = {
         GRPODefaults(max_steps=10, num_generations=4, learning_rate=1e-5, lora=True, max_completion_length=3072),
     ),
 }
+
+
+def fill_defaults(run: RunT, defaults: Any) -> RunT:
+    """``run`` (a dataclass) with every field left ``None`` taken from the same-named field of
+    ``defaults`` (a preset's section): what a command line did not say, the preset decides."""
+    known = {f.name for f in fields(defaults)}
+    return replace(run, **{f.name: getattr(defaults, f.name) for f in fields(run)
+                           if f.name in known and getattr(run, f.name) is None})
 
 
 def get_preset(name: str) -> Preset:
@@ -344,6 +357,22 @@ def param_count(model: Any) -> int:
     return int(sum(p.numel() for p in model.parameters()))
 
 
-__all__ = ["PRESETS", "GRPODefaults", "ModelSpec", "Preset", "PresetError", "SFTDefaults", "build_model",
-           "chat_template", "corpus_for_tokenizer", "get_preset", "load_pretrained", "param_count",
-           "render_chats", "save_checkpoint", "smollm2_gguf", "train_tokenizer"]
+__all__ = [
+    "PRESETS",
+    "GRPODefaults",
+    "ModelSpec",
+    "Preset",
+    "PresetError",
+    "SFTDefaults",
+    "build_model",
+    "chat_template",
+    "corpus_for_tokenizer",
+    "fill_defaults",
+    "get_preset",
+    "load_pretrained",
+    "param_count",
+    "render_chats",
+    "save_checkpoint",
+    "smollm2_gguf",
+    "train_tokenizer",
+]

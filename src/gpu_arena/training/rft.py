@@ -29,7 +29,7 @@ from ..core.types import SPLITS, TASKS
 from .accel import Accel
 from .common import check_output_dir, describe_model, logged_run, starting_model, use_cpu
 from .lookahead import improve
-from .presets import PresetError, get_preset, save_checkpoint
+from .presets import PresetError, fill_defaults, get_preset, save_checkpoint
 from .progress import drop_printer
 from .rollouts import BatchedSampler, Rollout, RolloutStats, World
 from .runlog import RunLog
@@ -70,17 +70,8 @@ class RFTRun:
     accel: Accel = field(default_factory=Accel)  # bf16, gradient checkpointing (the GPU recipe)
 
     def resolved(self) -> RFTRun:
-        d = get_preset(self.preset).rft
-        pick = (lambda v, default: default if v is None else v)  # noqa: E731
-        return replace(self, iterations=pick(self.iterations, d.iterations),
-                       worlds_per_iteration=pick(self.worlds_per_iteration, d.worlds_per_iteration),
-                       samples_per_world=pick(self.samples_per_world, d.samples_per_world),
-                       temperature=pick(self.temperature, d.temperature),
-                       learning_rate=pick(self.learning_rate, d.learning_rate), epochs=pick(self.epochs, d.epochs),
-                       batch_size=pick(self.batch_size, d.batch_size), min_return=self.min_return if self.min_return is not None else d.min_return,
-                       baseline=pick(self.baseline, d.baseline), explore=pick(self.explore, d.explore),
-                       proposal=pick(self.proposal, d.proposal) or None,
-                       cumulative=pick(self.cumulative, d.cumulative), anchors=pick(self.anchors, d.anchors))
+        run = fill_defaults(self, get_preset(self.preset).rft)
+        return replace(run, proposal=run.proposal or None)  # "" on the command line: no proposal policy
 
     def validate(self) -> None:
         for t in self.tasks:
