@@ -179,6 +179,17 @@ def _job(policies: Sequence[str], task: str, split: str, seed: int, keep_replay:
 BACKENDS = ("process", "ray")
 
 
+def _pool_context() -> Any:
+    """``spawn`` once torch is loaded in this process, else the platform's default. A worker forked
+    from a process whose torch (OpenMP) thread pool has run inherits that pool's locks held and
+    blocks on its first matmul: the training pipeline's evaluation, forked after RL, hung with
+    both workers asleep. Spawned workers start clean (about a second each to import)."""
+    import multiprocessing
+    import sys
+
+    return multiprocessing.get_context("spawn") if "torch" in sys.modules else None
+
+
 def run_evaluation(policies: Sequence[str], tasks: Sequence[str], split: str, seeds: Sequence[int], *,
                    workers: int = 1, keep_replays: bool = False, optima: Optima | None = None,
                    progress: Callable[[int], None] | None = None, opponents: OpponentSpec = None,
@@ -235,7 +246,8 @@ def run_evaluation(policies: Sequence[str], tasks: Sequence[str], split: str, se
             collect(task, seed, _job(policies, task, split, seed, keep_replays, optima.get((task, split, seed)),
                                      *extra))
     else:
-        with ProcessPoolExecutor(max_workers=min(workers, os.cpu_count() or 1, len(jobs) or 1)) as pool:
+        with ProcessPoolExecutor(max_workers=min(workers, os.cpu_count() or 1, len(jobs) or 1),
+                                 mp_context=_pool_context()) as pool:
             futures = {pool.submit(_job, list(policies), task, split, seed, keep_replays,
                                    optima.get((task, split, seed)), *extra): (task, seed) for task, seed in jobs}
             for fut in as_completed(futures):
