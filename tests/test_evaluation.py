@@ -225,3 +225,23 @@ def test_optimum_cache_is_keyed_by_world_fingerprint(tmp_path):
     again = run_evaluation(["no_negotiation"], ["market_round"], "holdout", [0, 1], optima=poisoned)
     assert again[0].optimum == value * 2
     assert again[1].optimum == first[1].optimum
+
+
+def test_the_pool_spawns_workers_once_torch_has_run_here():
+    """Workers forked from a process whose torch thread pool has run hang on their first matmul
+    (the training pipeline's evaluation did); the pool spawns them instead, in a fresh process so
+    this test's own imports do not decide it."""
+    import subprocess
+    import sys
+
+    code = (
+        "import torch\n"
+        "torch.matmul(torch.randn(256, 256), torch.randn(256, 256))\n"
+        "from gpu_arena.evaluation import runner\n"
+        "assert runner._pool_context().get_start_method() == 'spawn'\n"
+        "rs = runner.run_evaluation(['no_negotiation', 'wait'],\n"
+        "                           ['single_trade'], 'holdout', [0, 1], workers=2)\n"
+        "print(len(rs))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
+    assert out.stdout.strip().endswith("4")
