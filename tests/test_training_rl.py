@@ -76,6 +76,40 @@ def test_batched_rollouts_score_what_the_environment_scores(tiny_sft: Path, temp
     assert [r.actions for r in again] == [r.actions for r in rollouts]  # seeded
 
 
+def test_a_batched_checkpoint_evaluation_gives_the_harness_own_rows(tiny_sft: Path) -> None:
+    """The pipeline evaluates checkpoints batched; every field of every row (return, columns, metrics,
+    the replay's transcript) equals what ``run_evaluation`` gives the same ``llm:hf`` policy."""
+    from gpu_arena.evaluation import run_evaluation
+    from gpu_arena.training.evaluate import evaluate_checkpoint
+
+    policy = f"llm:hf:{tiny_sft}?mode=tools&max_tokens=40"
+    tasks, seeds = ["single_trade", "market_round"], [0, 1, 2]
+    optima: dict[Any, Any] = {}
+    ticks: list[int] = []
+    batched = evaluate_checkpoint(tiny_sft, policy, tasks, "holdout", seeds, optima=optima, keep_replays=True,
+                                  max_new_tokens=40, progress=ticks.append)
+    one_by_one = run_evaluation([policy], tasks, "holdout", seeds, keep_replays=True)
+    assert sum(ticks) == len(batched) == 6 and set(optima) == {(t, "holdout", s) for t in tasks for s in seeds}
+
+    def key(r: Any) -> tuple[str, int]:
+        return (r.task, r.seed)
+
+    for a, b in zip(sorted(batched, key=key), sorted(one_by_one, key=key), strict=True):
+        assert {**a.to_dict(), "llm_usage": None} == {**b.to_dict(), "llm_usage": None}
+    assert all(r.replay and r.replay["transcript"] for r in batched)
+
+
+def test_teacher_replay_adds_fresh_teacher_episodes_each_iteration() -> None:
+    from gpu_arena.training.rft import REPLAY_SEED_START, RFTRun, teacher_records
+
+    run = RFTRun(output_dir="unused", preset="tiny", replay=3, teacher="rule_expert").resolved()
+    first, second = teacher_records(run, 0), teacher_records(run, 1)
+    assert [r["seed"] for r in first] == [REPLAY_SEED_START + k for k in range(3)]
+    assert [r["seed"] for r in second] == [REPLAY_SEED_START + 3 + k for k in range(3)]
+    assert all(r["policy"] == "rule_expert" and r["split"] == "train" and r["tools"] for r in first + second)
+    assert teacher_records(RFTRun(output_dir="unused", preset="tiny", replay=0).resolved(), 0) == []
+
+
 def test_a_rollout_is_an_sft_record_whose_actions_parse_back(tmp_path: Path, sft_data: Path) -> None:
     ds, _ = load_sft_data(sft_data)
     model_dir = scripted_checkpoint(tmp_path / "m", [dict(r) for r in ds], ALLOCATE)

@@ -196,18 +196,36 @@ def train_rft(
     seed_start: int = typer.Option(1000, min=0, help="first train world seed (each iteration takes fresh ones)"),
     max_steps: int | None = typer.Option(None, "--max-steps", "--iterations", min=1,
                                          help="iterations: sample, keep the better episodes, fine-tune"),
-    worlds: int | None = typer.Option(None, min=1, help="fresh train worlds per iteration"),
+    worlds: int | None = typer.Option(None, min=0, help="fresh train worlds per iteration (0: teacher replay "
+                                                         "alone, the supervised control)"),
     samples: int | None = typer.Option(None, min=2, help="sampled episodes per world (the group)"),
     temperature: float | None = typer.Option(None, help="sampling temperature"),
     lr: float | None = typer.Option(None, "--lr", help="learning rate of each fine-tuning pass"),
+    lr_schedule: str | None = typer.Option(None, help="constant | linear (down over the iterations)"),
+    epochs: float | None = typer.Option(None, min=0.01, help="passes over each iteration's records"),
+    explore: str | None = typer.Option(None, help="lookahead | turn | episode"),
+    proposal: str | None = typer.Option(None, help="scripted policy whose moves are candidates ('' for none)"),
+    finisher: str | None = typer.Option(None, help="lookahead: scripted policy finishing the forks ('' the model)"),
+    roll_in: str | None = typer.Option(None, help="lookahead: go on with the best move or the model's (best | "
+                                                  "greedy)"),
+    prefer: str | None = typer.Option(None, help="lookahead ties: greedy | proposal"),
+    train_on: str | None = typer.Option(None, help="episodes | corrections (the lookahead's changed turns)"),
+    replay: int | None = typer.Option(None, min=0, help="fresh teacher episodes mixed into each iteration"),
+    teacher: str | None = typer.Option(None, help="the replayed teacher policy"),
+    cumulative: bool | None = typer.Option(None, "--cumulative/--no-cumulative",
+                                           help="fine-tune on every kept episode so far"),
+    anchors: bool | None = typer.Option(None, "--anchors/--no-anchors",
+                                        help="and on the unimproved worlds' greedy episodes"),
     min_return: float | None = typer.Option(None, help="keep only episodes with at least this return"),
     seed: int = typer.Option(0, help="seed (sampling, data order)"),
     db: str | None = typer.Option(None, help="SQLite store (default .arena/arena.db or $GPU_ARENA_DB)"),
     overwrite: bool = typer.Option(False, help="write into a non-empty --output"),
     verbose: bool = typer.Option(False, "--verbose", "-v", help="show third-party warnings and logs"),
 ) -> None:
-    """Expert iteration against the live environment: sample whole episodes per world, keep those
-    above their world's mean return, fine-tune on them (TRL SFTTrainer), repeat."""
+    """Expert iteration against the live environment: per iteration, play fresh train worlds (whole
+    sampled episodes, one sampled turn, or a lookahead that lets the environment pick each move), keep
+    the episodes that beat the greedy policy's, fine-tune on them with any teacher replay (TRL
+    SFTTrainer), repeat. Options left out take the preset's values."""
     from .presets import get_preset
     from .progress import StageProgress, quiet_third_party
     from .rft import RFTRun, run_rft
@@ -218,6 +236,9 @@ def train_rft(
             result = run_rft(RFTRun(output_dir=output, model=model, preset=preset, tasks=_list(task),
                                     seed_start=seed_start, iterations=max_steps, worlds_per_iteration=worlds,
                                     samples_per_world=samples, temperature=temperature, learning_rate=lr,
+                                    lr_schedule=lr_schedule, epochs=epochs, explore=explore, proposal=proposal,
+                                    finisher=finisher, roll_in=roll_in, prefer=prefer, train_on=train_on,
+                                    replay=replay, teacher=teacher, cumulative=cumulative, anchors=anchors,
                                     min_return=min_return, seed=seed, db=db, overwrite=overwrite),
                              progress=lambda m: bar.update(int(m["iteration"]), m))
     except _common_train_errors() as e:
@@ -240,6 +261,8 @@ def train_pipeline(
     model: str | None = typer.Option(None, help="start SFT from this checkpoint (default: the preset's model)"),
     max_steps: int | None = typer.Option(None, "--max-steps", min=1, help="SFT optimiser steps"),
     rl_steps: int | None = typer.Option(None, "--rl-steps", min=1, help="RL iterations (rft) or steps (grpo)"),
+    rl_worlds: int | None = typer.Option(None, "--rl-worlds", min=0, help="RFT: fresh worlds per iteration (0: the "
+                                                                        "teacher replay alone, the control)"),
     data_seeds: int | None = typer.Option(None, min=1, help="teacher episodes (train seeds 0..N-1)"),
     eval_seeds: int | None = typer.Option(None, min=1, help="holdout seeds 0..N-1"),
     eval_tasks: str | None = typer.Option(None, help="comma-separated holdout tasks (default: the task and the "
@@ -262,7 +285,7 @@ def train_pipeline(
 
     run = PipelineRun(output=output, preset=preset, task=task, from_stage=from_stage, to_stage=to_stage,
                       rl_method=rl_method, model=model, data_seeds=data_seeds, sft_steps=max_steps,
-                      rl_iterations=rl_steps, eval_seeds=eval_seeds,
+                      rl_iterations=rl_steps, rl_worlds=rl_worlds, eval_seeds=eval_seeds,
                       eval_tasks=_list(eval_tasks) if eval_tasks else None, workers=workers, seed=seed, db=db,
                       lora=lora, accel=_accel(use_vllm, vllm_mode, vllm_server_url, bf16, gradient_checkpointing))
     try:

@@ -1,5 +1,12 @@
-"""Turn-level statistics of recorded episodes: how often a seat's action was accepted, and how often
-the model's output could not be read at all (format errors, by code).
+"""Evaluating checkpoints: batched holdout episodes of a local model, as evaluation rows; turn-level
+statistics of recorded episodes (how often a seat's action was accepted, how often the model's
+output could not be read at all, by code).
+
+:func:`evaluate_checkpoint` plays ``llm:hf:DIR?mode=tools`` greedily through the batched sampler
+(:mod:`gpu_arena.training.rollouts`: one ``generate`` per round for every episode, the same chat
+template, parser and environment as the agent) and returns the evaluation harness's own rows. The
+pipeline's evaluation of 2 checkpoints on 2 tasks x 200 seeds took over 28 minutes one episode at a
+time in 2 worker processes; batched, a task's 200 episodes take under a minute.
 
 The evaluation table's ``invalid_rate`` counts actions the rules refused *and* unreadable output
 together (same-round conflicts excepted); this splits them, from the replays that
@@ -9,9 +16,13 @@ together (same-round conflicts excepted); this splits them, from the replays tha
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ..evaluation import EpisodeResult
+    from ..evaluation.runner import Optima
 
 
 def _records(source: str | Path | Iterable[dict[str, Any]]) -> Iterable[dict[str, Any]]:
@@ -56,4 +67,54 @@ def turn_stats(source: str | Path | Iterable[dict[str, Any]], seat: str = "lab_0
     return rows
 
 
-__all__ = ["turn_stats"]
+def evaluate_checkpoint(checkpoint: str | Path, policy: str, tasks: Sequence[str], split: str, seeds: Sequence[int],
+                        *, optima: Optima | None = None, keep_replays: bool = False, max_new_tokens: int = 64,
+                        progress: Callable[[int], None] | None = None) -> list[EpisodeResult]:
+    """Every task x seed played greedily by the checkpoint in seat lab_0 against the world's
+    archetypes, as :class:`~gpu_arena.evaluation.EpisodeResult` rows named ``policy`` (the name the
+    same policy has in ``gpu-arena eval``). ``optima`` caches each world's exact welfare optimum,
+    as in :func:`gpu_arena.evaluation.run_evaluation`."""
+    from ..core.engine import world_fingerprint
+    from ..core.valuation import social_optimum
+    from ..core.worldgen import generate_world
+    from ..evaluation import EpisodeResult
+    from .presets import load_pretrained
+    from .rollouts import BatchedSampler, Rollout, World
+
+    model, tokenizer = load_pretrained(checkpoint)
+    sampler = BatchedSampler(model, tokenizer, temperature=0.0, max_new_tokens=max_new_tokens,
+                             batch_size=max(len(seeds), 1))
+    optima = optima if optima is not None else {}
+    results: list[EpisodeResult] = []
+
+    def optimum_of(world: World) -> float:
+        key = (world.task, world.split, world.seed)
+        state = generate_world(*key)
+        fingerprint = world_fingerprint(state)
+        cached = optima.get(key)
+        if cached is None or cached[0] != fingerprint:
+            cached = (fingerprint, social_optimum(list(state.blocks.values()), list(state.jobs.values())))
+            optima[key] = cached
+        return cached[1]
+
+    def finish(rollout: Rollout, env: Any) -> None:
+        world = rollout.world
+        metrics = env.metrics(optimum_of(world))
+        me = metrics["labs"]["lab_0"]
+        episode = env.episode
+        replay = ({"task": world.task, "split": world.split, "seed": world.seed, "policy": policy, "seat": "lab_0",
+                   "transcript": episode.transcript} if keep_replays else None)
+        results.append(EpisodeResult(
+            policy=policy, task=world.task, split=world.split, seed=world.seed, episode_return=rollout.episode_return,
+            columns=dict(rollout.columns), steps=rollout.turns, welfare=metrics["welfare"],
+            optimum=metrics["optimum"], welfare_ratio=metrics["welfare_ratio"],
+            surplus_over_batna=me["surplus_over_batna"], deal_rate=me["deal_rate"], breach_rate=me["breach_rate"],
+            invalid_rate=me["invalid_rate"], invalid_actions=episode.world.labs["lab_0"].invalid_actions,
+            replay=replay))
+
+    for task in tasks:
+        sampler.play([World(task, split, s) for s in seeds], finish=finish, progress=progress)
+    return results
+
+
+__all__ = ["evaluate_checkpoint", "turn_stats"]

@@ -15,6 +15,13 @@ of the path taken). The reward is the only teacher: which move was better is wha
 environment says, not what a scripted expert would do. The improved episodes then serve as
 fine-tuning targets (:mod:`gpu_arena.training.rft`, ``explore="lookahead"``), so the greedy policy
 moves toward what its own lookahead found.
+
+Variants (decision 0020 measures each): the forked episodes can be finished by a scripted policy
+instead of the model (``finisher``: a candidate is then valued by that policy's return-to-go, and
+no model time goes into the continuations); the episode can go on with the model's own answer
+instead of the best one (``roll_in="greedy"``: the states labelled are those the model reaches,
+as in DAgger), with ties going to the proposal's move (``prefer="proposal"``); and each changed
+turn is kept as a prompt-completion record (:func:`correction_record`).
 """
 
 from __future__ import annotations
@@ -22,9 +29,10 @@ from __future__ import annotations
 import copy
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
-from ..llm.parsing import parse_action
+from ..llm.parsing import FormatError, parse_action
 from .rollouts import Answer, BatchedSampler, Rollout, RolloutStats, World
 
 
@@ -34,7 +42,9 @@ class Improved:
 
     rollout: Rollout
     greedy_return: float
-    changed_turns: int  # turns where a candidate other than the greedy answer was played
+    changed_turns: int  # turns where a candidate other than the greedy answer was best
+    # (the conversation as the model saw it at that turn, the best candidate) for every changed turn
+    corrections: list[tuple[list[dict[str, Any]], Answer]] = field(default_factory=list)
 
     @property
     def gain(self) -> float:
@@ -48,9 +58,37 @@ def _key(answer: Answer) -> str:
     return dump() if dump is not None else f"rejected:{getattr(action, 'code', '')}"
 
 
+def finish_with(policy: str, env: Any, seat: str, seed: int) -> float:
+    """Play ``env``'s episode to its end with the scripted ``policy`` in ``seat``; the return-to-go."""
+    from ..policies import make_policy
+
+    driver = make_policy(policy, seed=seed)
+    total = 0.0
+    episode = env.episode
+    while not episode.done:
+        if getattr(driver, "needs_world", False):
+            driver.bind(episode.world)  # type: ignore[attr-defined]  # the oracle plans with the world
+        total += float(env.step(driver.act(episode.observe(seat, aids=getattr(driver, "uses_aids", True)))).reward or 0.0)
+    return total
+
+
 def improve(sampler: BatchedSampler, worlds: Sequence[World], *, samples: int = 3, proposals: int = 2,
-            seed: int = 0) -> tuple[list[Improved], RolloutStats]:
-    """Search every world's episode with one-turn lookahead (see the module docstring)."""
+            seed: int = 0, finisher: str | None = None, roll_in: str = "best", prefer: str = "greedy"
+            ) -> tuple[list[Improved], RolloutStats]:
+    """Search every world's episode with one-turn lookahead (see the module docstring).
+
+    ``finisher``: a scripted policy that finishes the forked episodes instead of the model, so a
+    candidate's value is its return-to-go under that policy (the rollout algorithm with the
+    scripted policy as its base: the chosen move is at least as good as the base policy's own
+    move, when that move is a candidate). No model time goes into the continuations then.
+
+    ``roll_in``: which move each episode goes on with, ``best`` (the best candidate: the improved
+    episode) or ``greedy`` (the model's own answer, so the next turns are searched in the states the
+    model itself reaches, as DAgger collects its labels). ``prefer``: who wins a tie, ``greedy`` (the
+    model's answer, unless another candidate is strictly better) or ``proposal`` (the first proposal
+    move, unless the greedy answer or a sample is strictly better)."""
+    if roll_in not in ROLL_IN or prefer not in PREFER:
+        raise ValueError(f"roll_in must be one of {ROLL_IN} and prefer one of {PREFER}")
     started = time.perf_counter()
     stats = RolloutStats(0, 0, 0, 0, 0.0, 0.0)
     states = [sampler.start(w) for w in worlds]
@@ -60,6 +98,7 @@ def improve(sampler: BatchedSampler, worlds: Sequence[World], *, samples: int = 
     rollouts = [Rollout(world=w, messages=c.transcript) for w, c in zip(worlds, convs, strict=True)]
     greedy_return: list[float | None] = [None] * len(worlds)
     changed = [0] * len(worlds)
+    corrections: list[list[tuple[list[dict[str, Any]], Answer]]] = [[] for _ in worlds]
     continuations = 0
     turn = 0
     while True:
@@ -77,10 +116,12 @@ def improve(sampler: BatchedSampler, worlds: Sequence[World], *, samples: int = 
                                      sampler.temperature)
             for j, a in enumerate(drawn):
                 cands[live[j // samples]].append(a)
+        first_proposal: dict[int, str] = {}
         for k in range(proposals):
             if sampler.proposal:
                 for i in live:
                     cands[i].append(sampler.propose(envs[i], seed * 7919 + turn * 131 + 17 * k + i))
+                    first_proposal.setdefault(i, _key(cands[i][-1]))
         jobs: list[tuple[int, int]] = []
         for i in live:
             seen: set[str] = set()
@@ -101,27 +142,62 @@ def improve(sampler: BatchedSampler, worlds: Sequence[World], *, samples: int = 
             f_envs.append(env)
             f_convs.append(conv)
             f_rolls.append(roll)
-        sampler.run(f_envs, f_convs, f_obs, f_rolls, [-1] * len(jobs), [False] * len(jobs), seed, stats)
-        continuations += len(jobs)
+        if finisher:
+            for env, o, roll in zip(f_envs, f_obs, f_rolls, strict=True):
+                if not o.done:
+                    roll.episode_return += finish_with(finisher, env, sampler.seat, seed + turn)
+        else:
+            sampler.run(f_envs, f_convs, f_obs, f_rolls, [-1] * len(jobs), [False] * len(jobs), seed, stats)
+            continuations += len(jobs)
         value: dict[tuple[int, int], float] = {job: r.episode_return for job, r in zip(jobs, f_rolls, strict=True)}
         for i in live:
             # the best candidate; the greedy answer unless another is strictly better
             best = max(range(len(cands[i])), key=lambda c, i=i: value[(i, c)])  # type: ignore[misc]
-            if value[(i, best)] <= value[(i, 0)] + 1e-9:
-                best = 0
+            default = 0
+            if prefer == "proposal" and i in first_proposal:
+                default = next(c for c, a in enumerate(cands[i]) if _key(a) == first_proposal[i])
+            if value[(i, best)] <= value[(i, default)] + 1e-9:
+                best = default
             if greedy_return[i] is None:  # turn 0: the greedy candidate's value is the greedy episode
                 greedy_return[i] = value[(i, 0)]
-            changed[i] += best != 0
-            obs[i] = sampler.step(envs[i], convs[i], rollouts[i], cands[i][best])
+            if best != 0 and not isinstance(parse_action(cands[i][best][1] or cands[i][best][0]), FormatError):
+                changed[i] += 1
+                corrections[i].append((copy.deepcopy(convs[i].messages()), cands[i][best]))
+            obs[i] = sampler.step(envs[i], convs[i], rollouts[i], cands[i][best if roll_in == "best" else 0])
             stats.turns += 1
         turn += 1
     for conv, o in zip(convs, obs, strict=True):
         conv.observe(o)
+    if roll_in == "greedy":  # the played episodes are the greedy ones
+        greedy_return = [r.episode_return for r in rollouts]
+    elif finisher:  # the greedy candidate's value at turn 0 was the finisher's; play the greedy episodes
+        plain, plain_stats = sampler.play(worlds, explore_turns=[-1] * len(worlds))
+        greedy_return = [r.episode_return for r in plain]
+        continuations += plain_stats.episodes
+        stats.generated_tokens += plain_stats.generated_tokens
+        stats.generate_seconds += plain_stats.generate_seconds
     # every forked continuation is an episode played to its end (from a forked state) by the model
     stats.episodes = len(worlds) + continuations
     stats.seconds = time.perf_counter() - started
-    return [Improved(r, float(g if g is not None else r.episode_return), n)
-            for r, g, n in zip(rollouts, greedy_return, changed, strict=True)], stats
+    return [Improved(r, float(g if g is not None else r.episode_return), n, c)
+            for r, g, n, c in zip(rollouts, greedy_return, changed, corrections, strict=True)], stats
 
 
-__all__ = ["Improved", "improve"]
+ROLL_IN = ("best", "greedy")
+PREFER = ("greedy", "proposal")
+
+
+def correction_record(messages: list[dict[str, Any]], answer: Answer, turn: int) -> dict[str, Any]:
+    """One changed turn as a prompt-completion record: the conversation the model saw, and the
+    best candidate written as the teacher's records write actions (loss on the completion only)."""
+    from ..llm.tools import action_tools
+    from .data import render_reply
+
+    content, calls = render_reply(parse_action(answer[1] if answer[1] else answer[0]), "tools", f"call_{turn}")
+    reply: dict[str, Any] = {"role": "assistant", "content": content}
+    if calls:
+        reply["tool_calls"] = calls
+    return {"prompt": messages, "completion": [reply], "tools": action_tools()}
+
+
+__all__ = ["PREFER", "ROLL_IN", "Improved", "correction_record", "finish_with", "improve"]

@@ -59,6 +59,9 @@ class PipelineRun:
     data_seeds: int | None = None
     sft_steps: int | None = None
     rl_iterations: int | None = None
+    # RFT: fresh worlds explored per iteration (None: the preset's); 0 runs the RL stage's supervised term
+    # alone (teacher replay), the control an RL run is measured against
+    rl_worlds: int | None = None
     eval_seeds: int | None = None
     eval_tasks: tuple[str, ...] | None = None
     baselines: tuple[str, ...] = ("no_negotiation", "rule_expert", "random_valid")
@@ -73,7 +76,7 @@ class PipelineRun:
         defaults are not written)."""
         words = ["gpu-arena", "train", "pipeline", "--preset", self.preset, "--output", self.output]
         flags = {"task": "--task", "rl_method": "--rl", "model": "--model", "sft_steps": "--max-steps",
-                 "rl_iterations": "--rl-steps", "data_seeds": "--data-seeds", "eval_seeds": "--eval-seeds",
+                 "rl_iterations": "--rl-steps", "rl_worlds": "--rl-worlds", "data_seeds": "--data-seeds", "eval_seeds": "--eval-seeds",
                  "workers": "--workers", "seed": "--seed"}
         defaults = PipelineRun(output=self.output)
         for name, flag in flags.items():
@@ -115,6 +118,8 @@ class PipelineRun:
             raise PresetError("the evidence compares with no_negotiation and rule_expert: keep both in --baselines")
         if self.workers < 1:
             raise PresetError("workers must be at least 1")
+        if self.rl_worlds is not None and (self.rl_worlds < 0 or self.rl_method == "grpo"):
+            raise PresetError("--rl-worlds is RFT's (0 or more fresh worlds per iteration)")
         if self.accel.use_vllm and self.rl_method != "grpo":
             raise PresetError("--use-vllm generates GRPO's rollouts: add --rl grpo")
         self.accel.validate()
@@ -266,8 +271,8 @@ def _stage_rl(run: PipelineRun, paths: Paths, show: Callable[[str, int], Any]) -
 
         with show("rl (rft)", iterations) as bar:
             result = run_rft(RFTRun(output_dir=str(paths.rl), model=str(paths.sft), preset=run.preset,
-                                    tasks=(run.task,), iterations=iterations, seed=run.seed, db=run.db,
-                                    overwrite=True, accel=run.accel),
+                                    tasks=(run.task,), iterations=iterations, worlds_per_iteration=run.rl_worlds,
+                                    seed=run.seed, db=run.db, overwrite=True, accel=run.accel),
                              progress=lambda m: bar.update(int(m["iteration"]), m))
     final = result.get("final") or {}
     return {"run_id": result["run_id"], "method": run.rl_method, "steps": result.get("steps"),
@@ -278,7 +283,7 @@ def _stage_eval(run: PipelineRun, paths: Paths, show: Callable[[str, int], Any])
     from ..evaluation import aggregate, run_evaluation
     from ..evaluation.replay import write_jsonl
     from ..evaluation.store import connect, git_commit, load_optima, save_optima, save_run
-    from .evaluate import turn_stats
+    from .evaluate import evaluate_checkpoint, turn_stats
 
     roles = {"trained": llm_policy(paths.rl), "sft": llm_policy(paths.sft), **{b: b for b in run.baselines}}
     policies = list(dict.fromkeys(roles.values()))
@@ -294,8 +299,16 @@ def _stage_eval(run: PipelineRun, paths: Paths, show: Callable[[str, int], Any])
             done[0] += n
             bar.update(done[0])
 
-        results = run_evaluation(policies, tasks, "holdout", seeds, workers=run.workers, keep_replays=True,
-                                 optima=optima, progress=tick)
+        # the scripted baselines on the process pool; each checkpoint batched (one generate per round for
+        # all its episodes: the same rows as `gpu-arena eval` gives llm:hf, in a fraction of the time)
+        scripted = [p for p in policies if not p.startswith("llm:")]
+        results = run_evaluation(scripted, tasks, "holdout", seeds, workers=run.workers, keep_replays=True,
+                                 optima=optima, progress=tick) if scripted else []
+        for path in (paths.sft, paths.rl):
+            results += evaluate_checkpoint(path, llm_policy(path), tasks, "holdout", seeds, optima=optima,
+                                           keep_replays=True, progress=tick)
+        order = {p: i for i, p in enumerate(policies)}
+        results.sort(key=lambda r: (tasks.index(r.task), order[r.policy], r.seed))
     duration = time.perf_counter() - t0
     rows = aggregate(results)
     save_optima(con, optima)

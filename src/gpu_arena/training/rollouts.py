@@ -55,6 +55,8 @@ class Rollout:
     valid_turns: int = 0
     format_errors: int = 0
     generated_tokens: int = 0
+    # the lookahead's changed turns as prompt-completion records (training.lookahead.correction_record)
+    corrections: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def turns(self) -> int:
@@ -128,13 +130,15 @@ class BatchedSampler:
         self.tools = action_tools()
 
     def play(self, worlds: Sequence[World], *, seed: int = 0, explore_turns: Sequence[int | None] | None = None,
-             propose: Sequence[bool] | None = None,
-             progress: Callable[[int], None] | None = None) -> tuple[list[Rollout], RolloutStats]:
+             propose: Sequence[bool] | None = None, progress: Callable[[int], None] | None = None,
+             finish: Callable[[Rollout, Any], None] | None = None) -> tuple[list[Rollout], RolloutStats]:
         """Play every world once; return the rollouts in the order of ``worlds`` and the timing.
 
         ``explore_turns[i]``: the one turn of episode ``i`` answered by sampling at the sampler's
         temperature, every other turn greedily (a single deviation from the greedy policy, so a
-        difference in return is that turn's doing); ``None`` (or no list) samples every turn."""
+        difference in return is that turn's doing); ``None`` (or no list) samples every turn.
+        ``finish(rollout, env)`` is called for every episode once it is over, with its environment
+        (for what only the environment knows: the episode's metrics and transcript)."""
         started = time.perf_counter()
         stats = RolloutStats(0, 0, 0, 0, 0.0, 0.0)
         out: list[Rollout] = []
@@ -148,7 +152,7 @@ class BatchedSampler:
         for lo in range(0, len(worlds), self.batch_size):
             hi = lo + self.batch_size
             out.extend(self._play_chunk(list(worlds[lo:hi]), explore[lo:hi], proposed[lo:hi],
-                                        seed * 1_000_003 + lo, stats))
+                                        seed * 1_000_003 + lo, stats, finish))
             if progress is not None:
                 progress(len(worlds[lo:hi]))
         stats.episodes = len(out)
@@ -158,7 +162,7 @@ class BatchedSampler:
     # ------------------------------------------------------------------ internals
 
     def _play_chunk(self, worlds: list[World], explore: list[int | None], proposed: list[bool], seed: int,
-                    stats: RolloutStats) -> list[Rollout]:
+                    stats: RolloutStats, finish: Callable[[Rollout, Any], None] | None = None) -> list[Rollout]:
         envs, convs, obs, rollouts = [], [], [], []
         for w in worlds:
             env, conv, o = self.start(w)
@@ -167,6 +171,9 @@ class BatchedSampler:
             obs.append(o)
             rollouts.append(Rollout(world=w, messages=conv.transcript))
         self.run(envs, convs, obs, rollouts, explore, proposed, seed, stats)
+        if finish is not None:
+            for rollout, env in zip(rollouts, envs, strict=True):
+                finish(rollout, env)
         return rollouts
 
     def start(self, world: World) -> tuple[Any, Conversation, Any]:

@@ -1,0 +1,89 @@
+"""The lookahead's guarantees: the improved episode never scores below the greedy one, its rollouts
+score what the environment scores, a greedy roll-in follows the model's own episode, and the changed
+turns become prompt-completion records that parse back and train through TRL."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from gpu_arena.env import GpuArenaEnv
+from gpu_arena.llm.parsing import FormatError, parse_action
+from gpu_arena.training.lookahead import correction_record, finish_with, improve
+from gpu_arena.training.presets import load_pretrained
+from gpu_arena.training.rft import fine_tune
+from gpu_arena.training.rollouts import BatchedSampler, World
+from training_helpers import make_sft_data
+
+WORLDS = [World("single_trade", "train", s) for s in (3, 4, 5)]
+
+
+@pytest.fixture(scope="module")
+def tiny_sft(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    from gpu_arena.training.sft import SFTRun, run_sft
+
+    root = tmp_path_factory.mktemp("lookahead")
+    data = make_sft_data(root / "data", seeds=8)
+    run_sft(SFTRun(data=str(data), output_dir=str(root / "sft"), preset="tiny", max_steps=6,
+                   db=str(root / "arena.db")))
+    return root / "sft"
+
+
+def _replayed(world: World, actions: list[Any]) -> float:
+    env = GpuArenaEnv(task=world.task, split=world.split)
+    env.reset(seed=world.seed)
+    total = sum(float(env.step(a).reward or 0.0) for a in actions)
+    assert env.episode is not None and env.episode.done
+    return total
+
+
+def test_the_improved_episode_never_scores_below_the_greedy_one(tiny_sft: Path) -> None:
+    model, tok = load_pretrained(tiny_sft)
+    sampler = BatchedSampler(model, tok, temperature=1.0, max_new_tokens=40, proposal="random_valid")
+    improved, stats = improve(sampler, WORLDS, samples=1, proposals=1, seed=3)
+    greedy, _ = BatchedSampler(model, tok, temperature=0.0, max_new_tokens=40).play(WORLDS)
+    assert stats.episodes > len(WORLDS)  # the forked continuations count as episodes the model played
+    for x, g in zip(improved, greedy, strict=True):
+        assert x.greedy_return == pytest.approx(g.episode_return, abs=1e-9)
+        assert x.rollout.episode_return >= x.greedy_return - 1e-9
+        assert x.rollout.episode_return == pytest.approx(_replayed(x.rollout.world, x.rollout.actions), abs=1e-9)
+        assert x.changed_turns == len(x.corrections)
+
+
+def test_a_greedy_roll_in_labels_the_models_own_states(tiny_sft: Path) -> None:
+    model, tok = load_pretrained(tiny_sft)
+    sampler = BatchedSampler(model, tok, temperature=1.0, max_new_tokens=40, proposal="rule_expert")
+    improved, _ = improve(sampler, WORLDS, samples=1, proposals=1, seed=3, finisher="rule_expert",
+                          roll_in="greedy", prefer="proposal")
+    greedy, _ = BatchedSampler(model, tok, temperature=0.0, max_new_tokens=40).play(WORLDS)
+    assert [x.rollout.actions for x in improved] == [g.actions for g in greedy]  # it went on as the model did
+    assert [x.greedy_return for x in improved] == [g.episode_return for g in greedy]
+    records = [correction_record(m, a, k) for x in improved for k, (m, a) in enumerate(x.corrections)]
+    assert records, "ties go to the rule_expert move, so an untrained model's states get its labels"
+    for rec in records:
+        assert rec["prompt"][0]["role"] == "system" and rec["prompt"][-1]["role"] in ("user", "tool")
+        [reply] = rec["completion"]
+        action = parse_action(reply.get("tool_calls") or reply["content"])
+        assert not isinstance(action, FormatError)
+    result = fine_tune(model, tok, records[:4], output_dir=str(tiny_sft.parent / "ft"), learning_rate=1e-3,
+                       epochs=1, batch_size=2, seed=0, max_steps=2)
+    assert result.training_loss > 0
+
+
+def test_finishing_with_a_scripted_policy_plays_to_the_end() -> None:
+    env = GpuArenaEnv(task="single_trade", split="train")
+    env.reset(seed=4)
+    fork = env.fork()
+    rest = finish_with("rule_expert", fork, "lab_0", seed=0)
+    assert fork.episode is not None and fork.episode.done
+    other = env.fork()
+    assert finish_with("rule_expert", other, "lab_0", seed=0) == rest  # a fork is deterministic
+    assert env.episode is not None and not env.episode.done  # the original is untouched
+
+
+def test_unknown_roll_in_is_refused(tiny_sft: Path) -> None:
+    model, tok = load_pretrained(tiny_sft)
+    with pytest.raises(ValueError, match="roll_in"):
+        improve(BatchedSampler(model, tok), WORLDS[:1], roll_in="sideways")
