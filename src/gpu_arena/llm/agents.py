@@ -371,13 +371,17 @@ class TransformersAgent(ChatAgent):
     tool-calling template) or ``"tools"`` (the tools go to ``apply_chat_template(tools=...)``; the
     reply is read as text, so ``<tool_call>`` blocks and JSON both parse). The model is loaded once
     per process and shared by every instance with the same path, device and dtype.
+    ``constrained=True`` decodes id fields under :class:`gpu_arena.llm.constrain.IdConstraint`: the
+    model writes only ids its observation offers for the field (``llm:hf:DIR?constrained=1``).
     """
 
     def __init__(self, model_path: str, *, mode: Mode = "json", device: str = "cpu", dtype: str = "auto",
                  max_new_tokens: int = 256, temperature: float = 0.0, top_p: float = 1.0, seed: int | None = None,
                  max_turns: int | None = None, system_prompt: str | None = None,
-                 trust_remote_code: bool = False) -> None:
+                 trust_remote_code: bool = False, constrained: bool = False) -> None:
         super().__init__(mode=mode, max_turns=max_turns, system_prompt=system_prompt, max_retries=0, seed=seed)
+        self.constrained = constrained
+        self._legal: dict[str, dict[str, list[str]]] | None = None
         self.model_path = str(model_path)
         self.device = device
         self.dtype = dtype
@@ -388,6 +392,13 @@ class TransformersAgent(ChatAgent):
         self.name = f"llm:hf:{self.model_path}"
         self._calls = 0
         self._model, self._tokenizer, self._gen_lock = _load_local(self.model_path, device, dtype, trust_remote_code)
+
+    def act(self, observation: Any) -> ArenaAction | RejectedAction:
+        if self.constrained:
+            from .constrain import legal_ids
+
+            self._legal = legal_ids(observation)
+        return super().act(observation)
 
     def _complete(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None) -> Completion:
         import torch
@@ -401,6 +412,12 @@ class TransformersAgent(ChatAgent):
                                   "pad_token_id": tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id}
         if sample:
             kwargs.update(temperature=self.temperature, top_p=self.top_p)
+        if self.constrained and self._legal is not None:
+            from transformers import LogitsProcessorList
+
+            from .constrain import IdConstraint
+
+            kwargs["logits_processor"] = LogitsProcessorList([IdConstraint(tok, [self._legal], prompt_len)])
         with self._gen_lock, torch.no_grad():
             if sample and self.seed is not None:
                 torch.manual_seed(self.seed * 1_000_003 + self._calls)  # the global RNG: hence under the lock

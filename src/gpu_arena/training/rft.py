@@ -79,6 +79,9 @@ class RFTRun:
     # the learning rate over the iterations: "constant", or "linear" (from learning_rate down to
     # learning_rate / iterations at the last one, so the checkpoint does not end on a large step)
     lr_schedule: str | None = None
+    # decode id fields under the seat's legal ids (gpu_arena.llm.constrain) in every rollout, as the
+    # evaluated policy llm:hf:DIR?constrained=1 does
+    constrained: bool | None = None
     max_new_tokens: int = 64
     seed: int = 0
     db: str | None = None
@@ -252,7 +255,8 @@ def run_rft(run: RFTRun, progress: Callable[[dict[str, Any]], None] | None = Non
     def train() -> dict[str, Any]:
         model, tok = start.model, start.tokenizer
         sampler = BatchedSampler(model, tok, temperature=float(run.temperature or 1.0),
-                                 max_new_tokens=run.max_new_tokens, proposal=run.proposal)
+                                 max_new_tokens=run.max_new_tokens, proposal=run.proposal,
+                                 constrained=bool(run.constrained))
         n_worlds = int(run.worlds_per_iteration if run.worlds_per_iteration is not None else 1)
         rng = random.Random(run.seed)
         started = time.perf_counter()

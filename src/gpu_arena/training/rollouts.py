@@ -108,13 +108,15 @@ class BatchedSampler:
 
     ``temperature=0`` decodes greedily. ``max_new_tokens`` caps one answer (an action takes 5-35
     tokens). ``batch_size`` bounds how many episodes are played together; their prompts of a round
-    are generated in length-sorted groups of ``group_size``. The model is used
+    are generated in length-sorted groups of ``group_size``. ``constrained`` decodes id fields as
+    ``llm:hf:DIR?constrained=1`` does (:mod:`gpu_arena.llm.constrain`). The model is used
     in eval mode under ``torch.inference_mode`` and left as it was found.
     """
 
     def __init__(self, model: Any, tokenizer: Any, *, temperature: float = 1.0, top_p: float = 1.0,
                  max_new_tokens: int = 64, batch_size: int = 32, seat: str = "lab_0",
-                 opponents: Any = None, proposal: str | None = None, group_size: int = 256) -> None:
+                 opponents: Any = None, proposal: str | None = None, group_size: int = 256,
+                 constrained: bool = False) -> None:
         self.model = model
         self.tokenizer = tokenizer
         self.temperature = temperature
@@ -127,6 +129,8 @@ class BatchedSampler:
         # (e.g. random_valid: a valid move with no expertise in it, so the reward alone decides)
         self.proposal = proposal
         self.group_size = group_size
+        # id fields decoded under the seat's legal ids (gpu_arena.llm.constrain), as llm:hf:DIR?constrained=1
+        self.constrained = constrained
         self.tools = action_tools()
 
     def play(self, worlds: Sequence[World], *, seed: int = 0, explore_turns: Sequence[int | None] | None = None,
@@ -204,7 +208,8 @@ class BatchedSampler:
             for rows, temperature in ((sampled, self.temperature), (greedy, 0.0)):
                 if rows:
                     answers.update(zip(rows, self.generate([convs[i].messages() for i in rows], seed + call, stats,
-                                                           temperature), strict=True))
+                                                           temperature, self.legal([envs[i] for i in rows])),
+                                       strict=True))
             call += 1
             for i in live:
                 obs[i] = self.step(envs[i], convs[i], rollouts[i], answers[i])
@@ -230,6 +235,14 @@ class BatchedSampler:
             rollout.valid_turns += 1
         return o
 
+    def legal(self, envs: Sequence[Any]) -> list[dict[str, dict[str, list[str]]]] | None:
+        """The legal ids of each environment's seat, when decoding is constrained (else None)."""
+        if not self.constrained:
+            return None
+        from ..llm.constrain import legal_ids
+
+        return [legal_ids(env.episode.observe(self.seat)) for env in envs]
+
     def propose(self, env: Any, seed: int) -> Answer:
         """The proposal policy's action for the seat's current view, as a tool call."""
         from ..policies import make_policy
@@ -242,12 +255,13 @@ class BatchedSampler:
         content, calls = render_reply(driver.act(view), "tools", "call_0")
         return content, calls, 0
 
-    def generate(self, batch: list[list[dict[str, Any]]], seed: int, stats: RolloutStats, temperature: float
-                 ) -> list[Answer]:
+    def generate(self, batch: list[list[dict[str, Any]]], seed: int, stats: RolloutStats, temperature: float,
+                 legal: Sequence[Any] | None = None) -> list[Answer]:
         """Answers to conversations, each read as the agents read it, in length-sorted groups of
         ``group_size`` prompts. Large groups are faster on the CPU: a small model's decoding steps
         cost more than the padded prefill (64 greedy episodes: 26 s in one group of 64, 69 s in
-        groups of 16), so the default takes a round's prompts in one ``generate``."""
+        groups of 16), so the default takes a round's prompts in one ``generate``. ``legal[i]``:
+        conversation ``i``'s legal ids, for constrained decoding."""
         tok = self.tokenizer
         prompts = [list(tok.apply_chat_template(m, tools=self.tools, add_generation_prompt=True, tokenize=True,
                                                 return_dict=False)) for m in batch]
@@ -256,11 +270,12 @@ class BatchedSampler:
         for g, lo in enumerate(range(0, len(order), self.group_size)):
             rows = order[lo:lo + self.group_size]
             answers.update(zip(rows, self._generate_group([prompts[i] for i in rows], seed * 1009 + g, stats,
-                                                          temperature), strict=True))
+                                                          temperature, [legal[i] for i in rows] if legal else None),
+                               strict=True))
         return [answers[i] for i in range(len(prompts))]
 
-    def _generate_group(self, prompts: list[list[int]], seed: int, stats: RolloutStats, temperature: float
-                        ) -> list[Answer]:
+    def _generate_group(self, prompts: list[list[int]], seed: int, stats: RolloutStats, temperature: float,
+                        legal: list[Any] | None = None) -> list[Answer]:
         import torch
 
         from ..llm.agents import _parsed_tool_calls
@@ -278,6 +293,12 @@ class BatchedSampler:
                                   "pad_token_id": tok.pad_token_id, "eos_token_id": tok.eos_token_id}
         if sample:
             kwargs.update(temperature=temperature, top_p=self.top_p, top_k=0)
+        if legal is not None:
+            from transformers import LogitsProcessorList
+
+            from ..llm.constrain import IdConstraint
+
+            kwargs["logits_processor"] = LogitsProcessorList([IdConstraint(tok, legal, width)])
         was_training = model.training
         model.eval()
         t0 = time.perf_counter()
