@@ -141,6 +141,9 @@ def bench_rl(preset: str, model_dir: Path, out_dir: Path, worlds: int, samples: 
         ws = [World("single_trade", "train", 1000 + k) for k in range(worlds) for _ in range(samples)]
         sampler.play(ws[:8], seed=99)  # warm-up
         rollouts, stats = sampler.play(ws, seed=1)
+        # the same episodes with id-constrained decoding (the small pipeline's rollouts and evaluation)
+        constrained = BatchedSampler(model, tok, temperature=1.0, max_new_tokens=64, constrained=True)
+        _, c_stats = constrained.play(ws, seed=1)
         # whole-episode expert iteration (every turn sampled): whole episodes, like GRPO's rollouts
         t0 = time.perf_counter()
         result = run_rft(RFTRun(output_dir=str(out_dir), model=str(model_dir), preset=preset, iterations=2,
@@ -152,7 +155,8 @@ def bench_rl(preset: str, model_dir: Path, out_dir: Path, worlds: int, samples: 
         # continuations (episodes played to their end from a fork) per minute
         t0 = time.perf_counter()
         look = run_rft(RFTRun(output_dir=str(out_dir) + "-preset", model=str(model_dir), preset=preset, iterations=1,
-                              worlds_per_iteration=worlds, db=str(out_dir.parent / "bench.db"), overwrite=True))
+                              worlds_per_iteration=worlds, constrained=get_preset(preset).pipeline.constrained,
+                              db=str(out_dir.parent / "bench.db"), overwrite=True))
         look_s = time.perf_counter() - t0
         final = look.get("final") or {}
     mp = matmul_params(model)
@@ -163,9 +167,12 @@ def bench_rl(preset: str, model_dir: Path, out_dir: Path, worlds: int, samples: 
     return {
         "episodes": stats.episodes, "turns": stats.turns,
         "sampling_episodes_per_min": round(stats.episodes_per_min, 1),
+        "constrained_sampling_episodes_per_min": round(c_stats.episodes_per_min, 1),
         "iteration_episodes_per_min": round(60.0 * per_iter / iteration_s, 1),
         "rft_run_episodes_per_min": round(result["episodes_per_min"], 1),
-        "preset_rl": {"explore": get_preset(preset).rft.explore, "worlds": worlds,
+        "preset_rl": {"explore": get_preset(preset).rft.explore, "finisher": get_preset(preset).rft.finisher,
+                      "teacher_replay": get_preset(preset).rft.replay,
+                      "constrained": get_preset(preset).pipeline.constrained, "worlds": worlds,
                       "worlds_per_min": round(60.0 * worlds / look_s, 1),
                       "episodes_per_min_with_continuations": round(60.0 * look["episodes"] / look_s, 1),
                       "greedy_return": final.get("greedy_reward"), "searched_return": final.get("reward")},

@@ -17,7 +17,7 @@ from gpu_arena.llm.parsing import FormatError
 from gpu_arena.models import ArenaAction
 from gpu_arena.training.presets import load_pretrained
 from gpu_arena.training.rollouts import BatchedSampler, World
-from training_helpers import make_sft_data
+from training_helpers import tiny_sft_checkpoint
 
 ID_CODES = {"unknown_block", "block_not_owned", "block_started", "unknown_offer", "offer_not_addressed",
             "unknown_job", "job_not_owned", "unknown_lab"}
@@ -64,13 +64,7 @@ def test_every_legal_id_passes_the_rules_id_checks(seed: int, task: str) -> None
 
 @pytest.fixture(scope="module")
 def tiny_sft(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from gpu_arena.training.sft import SFTRun, run_sft
-
-    root = tmp_path_factory.mktemp("constrained")
-    data = make_sft_data(root / "data", seeds=8)
-    run_sft(SFTRun(data=str(data), output_dir=str(root / "sft"), preset="tiny", max_steps=6,
-                   db=str(root / "arena.db")))
-    return root / "sft"
+    return tiny_sft_checkpoint(tmp_path_factory.mktemp("constrained"))
 
 
 def _ids_are_legal(world: World, actions: list[Any]) -> None:

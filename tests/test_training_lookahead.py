@@ -15,20 +15,14 @@ from gpu_arena.training.lookahead import correction_record, finish_with, improve
 from gpu_arena.training.presets import load_pretrained
 from gpu_arena.training.rft import fine_tune
 from gpu_arena.training.rollouts import BatchedSampler, World
-from training_helpers import make_sft_data
+from training_helpers import tiny_sft_checkpoint
 
 WORLDS = [World("single_trade", "train", s) for s in (3, 4, 5)]
 
 
 @pytest.fixture(scope="module")
 def tiny_sft(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from gpu_arena.training.sft import SFTRun, run_sft
-
-    root = tmp_path_factory.mktemp("lookahead")
-    data = make_sft_data(root / "data", seeds=8)
-    run_sft(SFTRun(data=str(data), output_dir=str(root / "sft"), preset="tiny", max_steps=6,
-                   db=str(root / "arena.db")))
-    return root / "sft"
+    return tiny_sft_checkpoint(tmp_path_factory.mktemp("lookahead"))
 
 
 def _replayed(world: World, actions: list[Any]) -> float:

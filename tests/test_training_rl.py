@@ -187,6 +187,25 @@ def test_tiny_pipeline_end_to_end_and_resumed(tmp_path: Path) -> None:
     state = json.loads((out / "pipeline.json").read_text())
     assert all(v["status"] == "finished" for v in state["stages"].values())
 
+    # the RL stage's control (its teacher replay alone) on a copy of the same data and SFT start, and the
+    # trained models of the two compared by holdout world
+    import shutil
+
+    control = tmp_path / "control"
+    for stage in ("data", "sft"):
+        shutil.copytree(out / stage, control / stage)
+    res = CliRunner().invoke(app, ["train", "pipeline", "--preset", "tiny", "--output", str(control), "--db", db,
+                                   "--workers", "1", "--from-stage", "rl", "--rl-worlds", "0"])
+    assert res.exit_code == 0, res.output
+    rl_metrics = [json.loads(line) for line in (control / "rl" / "metrics.jsonl").read_text().splitlines()]
+    assert [m["worlds"] for m in rl_metrics] == [0, 0] and all(m["trained_on"] == 2 for m in rl_metrics)
+    res = CliRunner().invoke(app, ["train", "compare", str(out), str(control), "--markdown"])
+    assert res.exit_code == 0, res.output
+    [row] = [line.split("|") for line in res.output.splitlines() if line.startswith("| single_trade")]
+    assert row[2].strip() == "3"  # the three holdout worlds both evaluated, paired
+    res = CliRunner().invoke(app, ["train", "compare", str(out), str(control), "--role", "sft"])
+    assert res.exit_code == 0 and "+0.0000" in res.output  # the same SFT start, the same episodes
+
 
 def test_pipeline_refuses_a_stage_without_its_inputs(tmp_path: Path) -> None:
     with pytest.raises(PresetError, match="needs"):

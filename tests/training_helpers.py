@@ -31,6 +31,17 @@ def make_sft_data(out_dir: Path, seeds: int = 6, **changes: Any) -> Path:
     return out_dir
 
 
+def tiny_sft_checkpoint(root: Path, steps: int = 6) -> Path:
+    """A tiny model after a few SFT steps on 8 teacher episodes (``root/sft``): it writes tool calls,
+    some readable, some not."""
+    from gpu_arena.training.sft import SFTRun, run_sft
+
+    data = make_sft_data(root / "data", seeds=8)
+    run_sft(SFTRun(data=str(data), output_dir=str(root / "sft"), preset="tiny", max_steps=steps,
+                   db=str(root / "arena.db")))
+    return root / "sft"
+
+
 def scripted_checkpoint(out_dir: Path, records: list[dict[str, Any]], reply: str) -> Path:
     import torch
 

@@ -340,6 +340,39 @@ def train_evidence(
     _print_evidence(str(p / "evidence.json" if p.is_dir() else p))
 
 
+@train_app.command("compare")
+def train_compare(
+    first: str = typer.Argument(..., help="a finished pipeline's output directory"),
+    second: str = typer.Argument(..., help="another, evaluated on the same holdout worlds (e.g. its control)"),
+    role: str = typer.Option("trained", help="which model of each: trained | sft | a baseline"),
+    markdown: bool = typer.Option(False, "--markdown", help="print a Markdown table (for docs) instead"),
+) -> None:
+    """FIRST's model minus SECOND's, paired by holdout world with a 95% bootstrap CI: an RL run
+    against its supervised control (`train pipeline --from-stage rl --rl-worlds 0` on a copy of its
+    data and sft), or two seeds, presets or methods."""
+    from .evidence import verdict
+    from .pipeline import compare_pipelines
+
+    try:
+        rows = compare_pipelines(first, second, role)
+    except _common_train_errors() as e:
+        raise _fail(e) from None
+    if markdown:
+        print(f"`{first}` − `{second}` ({role})\n")
+        print("| task | n | mean difference | 95% CI | wins / losses | verdict |\n|---|---|---|---|---|---|")
+        for r in rows:
+            print(f"| {r['task']} | {r['n']} | {r['mean_diff']:+.4f} | [{r['ci_low']:+.4f}, {r['ci_high']:+.4f}] | "
+                  f"{r['wins']} / {r['losses']} | {verdict(r)} |")
+        return
+    table = Table(title=f"{role}: {first} − {second}, paired by holdout world")
+    for col in ("task", "n", "mean", "95% CI", "W/L"):
+        table.add_column(col)
+    for r in rows:
+        table.add_row(r["task"], str(r["n"]), f"{r['mean_diff']:+.4f}", f"[{r['ci_low']:+.4f}, {r['ci_high']:+.4f}]",
+                      f"{r['wins']}/{r['losses']}")
+    console.print(table)
+
+
 @train_app.command("prepare")
 def train_prepare(
     output: str = typer.Option(..., "--output", "-o", help="checkpoint directory to write"),

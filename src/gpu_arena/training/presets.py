@@ -162,7 +162,7 @@ PRESETS: dict[str, Preset] = {
         SFTDefaults(epochs=2, learning_rate=3e-3, batch_size=4),
         GRPODefaults(max_steps=2, num_generations=2, learning_rate=1e-4, max_completion_length=1536),
         RFTDefaults(iterations=2, worlds_per_iteration=2, samples_per_world=2, learning_rate=1e-3, explore="lookahead",
-                    proposal="random_valid", cumulative=True, anchors=True),
+                    proposal="random_valid", cumulative=True, anchors=True, replay=2),
         PipelineDefaults(data_seeds=16, sft_steps=8, rl_iterations=2, eval_seeds=3),
     ),
     "small": Preset(

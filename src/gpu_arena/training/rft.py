@@ -307,8 +307,10 @@ def run_rft(run: RFTRun, progress: Callable[[dict[str, Any]], None] | None = Non
                 else float("nan"),
                 "greedy_reward": statistics.fmean(greedy.values()) if greedy else float("nan"),
                 "replayed": int(run.replay or 0), "corrections": sum(len(r.corrections) for r in rollouts),
-                "loss": loss, "arena/valid_action_rate": sum(r.valid_turns for r in rollouts) / max(turns, 1),
-                "arena/format_error_rate": sum(r.format_errors for r in rollouts) / max(turns, 1),
+                # no turns (teacher replay alone): no rates, rather than a valid-action rate of 0
+                "loss": loss, "arena/valid_action_rate": sum(r.valid_turns for r in rollouts) / turns if turns
+                else float("nan"),
+                "arena/format_error_rate": sum(r.format_errors for r in rollouts) / turns if turns else float("nan"),
                 # episodes the model played to their end (lookahead: each forked continuation is one)
                 "arena/episodes_per_min": 60.0 * stats.episodes / max(sample_s + train_s, 1e-9),
                 "arena/worlds_per_min": 60.0 * len(worlds) / max(sample_s + train_s, 1e-9),
