@@ -1,19 +1,20 @@
 """Expert iteration (rejection-sampling fine-tuning) against the live environment.
 
-Each iteration samples ``samples_per_world`` whole episodes of the current model on each of
-``worlds_per_iteration`` fresh ``train`` worlds (:class:`~gpu_arena.training.rollouts.BatchedSampler`:
-the same prompts, parser and environment as an evaluation of ``llm:hf:DIR?mode=tools``), keeps the
-episodes whose return beats their own world's mean (a group baseline, as GRPO's advantage) and
-reaches ``min_return``, and fine-tunes the model on them with TRL's ``SFTTrainer`` (loss on the
-answers, the kept actions written as the teacher's records are). The reward is the environment's
-episode return, untouched: a kept episode is one the live environment scored above its siblings.
+Each iteration plays ``worlds_per_iteration`` fresh ``train`` worlds with the current model
+(:class:`~gpu_arena.training.rollouts.BatchedSampler`: the same prompts, parser and environment as
+an evaluation of ``llm:hf:DIR?mode=tools``), keeps the episodes the environment scored above a
+baseline (the world's greedy episode, or its samples' mean), and fine-tunes the model on them with
+TRL's ``SFTTrainer`` (loss on the answers, the kept actions written as the teacher's records are),
+beside ``replay`` fresh teacher episodes. How a world is explored (``explore``): whole sampled
+episodes, one sampled turn per episode, or a lookahead that picks each turn's move among the
+model's answers and a proposal policy's by forking the environment
+(:mod:`gpu_arena.training.lookahead`). The reward is the environment's return, untouched.
 
-Why this is the ``small`` preset's RL method (decision 0020): on whole-episode returns with
-group std of 0.13-0.16 and differences between strategies of a few hundredths, GRPO's
-per-token policy gradient on 8 rollouts a step did not move a 2.3M-parameter model (the README's
-documented run); keeping only the better episodes of each group turns the same comparison into
-a supervised target, which a small model learns from in a few hundred episodes, and costs one
-batched sampling pass plus one short SFT per iteration.
+Why this is the ``small`` preset's RL method (decision 0020): GRPO's per-token policy gradient on
+8 whole-episode rollouts a step did not move a 2.3M-parameter model; a kept episode turns the same
+comparison into a supervised target, at the cost of one batched sampling pass and one short SFT an
+iteration. With ``worlds_per_iteration=0`` the run trains on the teacher replay alone: the
+control that says what the environment-chosen episodes add (decision 0020 measures it).
 """
 
 from __future__ import annotations
