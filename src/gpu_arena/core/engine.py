@@ -1,6 +1,6 @@
 """The multi-seat episode: simultaneous rounds, the clock, and the potential-based reward ledger.
 
-Reward (DESIGN §5). Each lab has a potential Φ = budget + realised value + the best value it can
+Reward (docs/design.md). Each lab has a potential Φ = budget + realised value + the best value it can
 still reach with what it holds (its optimal allocation) − the energy that plan would pay + its
 shares in formed coalitions. Every step pays ΔΦ / scale, split by cause into the seven component
 columns, plus small bounded penalties. Φ at reset is the lab's no-trade baseline (BATNA) and Φ at

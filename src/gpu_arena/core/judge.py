@@ -1,4 +1,4 @@
-"""The rule judge for contested resources (DESIGN §2, judge mode).
+"""The rule judge for contested resources (docs/design.md, judge mode).
 
 A pitch is scored against the server's truth, never against its rhetoric:
 

@@ -1,4 +1,4 @@
-"""Market shocks (DESIGN §2). Drawn into a hidden schedule at world generation; each fires at the
+"""Market shocks (docs/design.md). Drawn into a hidden schedule at world generation; each fires at the
 start of its round, draws its target from the episode RNG and is announced as a public event then,
 never before."""
 

@@ -1,4 +1,4 @@
-"""Task and split parameters (DESIGN §3). Numbers are tunable starting points.
+"""Task and split parameters (docs/design.md). Numbers are tunable starting points.
 
 Holdout differs from train in three ways: its worlds come from a disjoint seed stream (the split
 is part of the world seed), its shocks follow another distribution (other kinds' weights, stronger

@@ -1,4 +1,4 @@
-"""World generation: seeded, split-aware, and built so that trade creates value (DESIGN §2).
+"""World generation: seeded, split-aware, and built so that trade creates value (docs/design.md).
 
 Each job gets one or two blocks that fit it (window ends by its deadline, reliability above its
 floor); most of those fitting blocks are handed to *another* lab, so a lab's best blocks are often

@@ -1,4 +1,4 @@
-"""An LLM as the judge of pitches for contested resources (judge mode, DESIGN §2).
+"""An LLM as the judge of pitches for contested resources (judge mode, docs/design.md).
 
 :class:`LLMJudge` implements the core's :class:`~gpu_arena.core.judge.PitchJudge` protocol with a
 chat model behind an OpenAI-compatible endpoint. It shows the model a fixed rubric

@@ -1,4 +1,4 @@
-"""The five opponent archetypes (DESIGN §4), each a :class:`Negotiator` with its own bent.
+"""The five opponent archetypes (docs/design.md), each a :class:`Negotiator` with its own bent.
 
 A world draws each lab's parameters from its split's ranges (holdout ranges differ); an archetype
 then leans them its own way, so a selfish lab in a holdout world is selfish *and* drawn from the

@@ -1,4 +1,4 @@
-"""Baselines for result tables (DESIGN §4): greedy_hoarder, always_accept, rule_expert, oracle.
+"""Baselines for result tables (docs/design.md): greedy_hoarder, always_accept, rule_expert, oracle.
 
 (``random_valid``, ``no_negotiation`` and ``wait`` live in :mod:`gpu_arena.core.policy`;
 ``rule_expert`` and ``oracle`` in :mod:`gpu_arena.policies.expert`.)

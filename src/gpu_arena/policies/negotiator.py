@@ -1,7 +1,7 @@
 """A parameterised negotiator: the machinery every scripted opponent shares.
 
 It values everything with the seat's own decision aids, which the server computes with the
-grader's valuation (DESIGN §4): an offer is worth its ``value_to_me`` (the change of the seat's
+grader's valuation (docs/design.md): an offer is worth its ``value_to_me`` (the change of the seat's
 potential if it settled now: marginal value of the blocks plus the payment), a market block its
 ``marginal_value``. The parameters shape how it trades:
 
