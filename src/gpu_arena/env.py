@@ -19,7 +19,7 @@ from pydantic import ValidationError
 
 from .core.engine import Episode, EpisodeSnapshot
 from .core.judge import PitchJudge
-from .core.policy import Policy
+from .core.policy import Policy, seat_view
 from .core.rules import AWARD_RULES
 from .core.serialize import coerce_action, world_to_dict
 from .core.types import REWARD_COLUMNS, SPLITS, TASKS, Action, RejectedAction
@@ -237,9 +237,7 @@ class GpuArenaEnv(Environment[ArenaAction, ArenaObservation, ArenaState]):
         return coerce_action(action)
 
     def _policy_action(self, episode: Episode, lid: str, policy: Policy) -> Action | RejectedAction:
-        if getattr(policy, "needs_world", False):
-            policy.bind(episode.world)  # type: ignore[attr-defined]  # the oracle: a reference, not a fair player
-        view = episode.observe(lid, aids=getattr(policy, "uses_aids", True))
+        view = seat_view(policy, episode, lid)
         try:
             action = policy.act(view)
             # a policy may refuse its own output (an LLM's format error) with a code of its own

@@ -22,6 +22,16 @@ class Policy(Protocol):
     def act(self, observation: Any) -> Any: ...
 
 
+def seat_view(policy: Any, episode: Any, seat: str) -> Any:
+    """What ``policy`` observes in ``seat`` of ``episode`` (a core ``Episode``) now: a policy that
+    plans with the whole world (``needs_world``: the oracle, a reference rather than a fair player)
+    is bound to it first, and the decision aids are left out for a policy that declares it does not
+    read them (``uses_aids = False``), which saves their valuation."""
+    if getattr(policy, "needs_world", False):
+        policy.bind(episode.world)
+    return episode.observe(seat, aids=getattr(policy, "uses_aids", True))
+
+
 class WaitPolicy:
     """Always waits. The passive reference: its seat keeps exactly what the clock leaves it."""
 

@@ -23,6 +23,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from ..core.engine import world_fingerprint
+from ..core.policy import seat_view
 from ..core.rules import AWARD_RULES
 from ..core.types import REWARD_COLUMNS
 from ..core.valuation import social_optimum
@@ -71,14 +72,28 @@ def play_episode(policy: str, task: str, split: str, seed: int, *, opponents: An
     sums = dict.fromkeys(REWARD_COLUMNS, 0.0)
     total, steps = 0.0, 0
     while not obs.done:
-        if getattr(driver, "needs_world", False):
-            driver.bind(episode.world)  # type: ignore[attr-defined]
-        view = episode.observe("lab_0", aids=getattr(driver, "uses_aids", True))
-        obs = env.step(driver.act(view))
+        obs = env.step(driver.act(seat_view(driver, episode, "lab_0")))
         total += obs.reward or 0.0
         steps += 1
         for c in REWARD_COLUMNS:
             sums[c] += obs.reward_breakdown[c]
+    usage = {"lab_0": _usage("controlled", policy, driver)}
+    usage.update({lid: _usage("opponent", _spec_name(opponents, lid, p), p) for lid, p in env.policies.items()})
+    usage["judge"] = _usage("judge", str(judge), env.judge)
+    llm_usage = {k: v for k, v in usage.items() if v is not None}
+    return episode_result(env, policy, task, split, seed, episode_return=total, columns=sums, steps=steps, optimum=optimum,
+                          keep_replay=keep_replay, judge_mode=judge_mode, llm_usage=llm_usage or None)
+
+
+def episode_result(env: GpuArenaEnv, policy: str, task: str, split: str, seed: int, *, episode_return: float, columns: dict[str, float], steps: int,
+                   optimum: float | None, keep_replay: bool, judge_mode: str = "none",
+                   llm_usage: dict[str, dict[str, Any]] | None = None) -> EpisodeResult:
+    """The row of an episode ``env`` has finished with ``policy`` in seat lab_0: its return and
+    columns as the caller summed them, the environment's episode metrics against ``optimum``, and
+    the replay if kept. Every way of playing an evaluation episode (one at a time here, batched in
+    ``gpu_arena.training.evaluate``) builds its row here, so the rows agree field for field."""
+    episode = env.episode
+    assert episode is not None
     metrics = env.metrics(optimum)
     me = metrics["labs"]["lab_0"]
     replay = None
@@ -87,16 +102,12 @@ def play_episode(policy: str, task: str, split: str, seed: int, *, opponents: An
                   "transcript": episode.transcript}
         if judge_mode != "none":
             replay["judge_mode"] = judge_mode
-    usage = {"lab_0": _usage("controlled", policy, driver)}
-    usage.update({lid: _usage("opponent", _spec_name(opponents, lid, p), p) for lid, p in env.policies.items()})
-    usage["judge"] = _usage("judge", str(judge), env.judge)
-    llm_usage = {k: v for k, v in usage.items() if v is not None}
     return EpisodeResult(
-        policy=policy, task=task, split=split, seed=seed, episode_return=total, columns=sums, steps=steps,
+        policy=policy, task=task, split=split, seed=seed, episode_return=episode_return, columns=columns, steps=steps,
         welfare=metrics["welfare"], optimum=metrics["optimum"], welfare_ratio=metrics["welfare_ratio"],
         surplus_over_batna=me["surplus_over_batna"], deal_rate=me["deal_rate"], breach_rate=me["breach_rate"],
         invalid_rate=me["invalid_rate"], invalid_actions=episode.world.labs["lab_0"].invalid_actions,
-        replay=replay, llm_usage=llm_usage or None)
+        replay=replay, llm_usage=llm_usage)
 
 
 def _spec_name(spec: Any, seat: str, policy: Any) -> str:
@@ -165,15 +176,21 @@ def _opponent_names(spec: OpponentSpec) -> list[str]:
 def _job(policies: Sequence[str], task: str, split: str, seed: int, keep_replay: bool,
          cached: tuple[str, float] | None, opponents: Any = None, judge_mode: str = "none",
          judge: str | None = None) -> tuple[list[EpisodeResult], tuple[str, float]]:
-    world = generate_world(task, split, seed)
-    fingerprint = world_fingerprint(world)
-    if cached is not None and cached[0] == fingerprint:
-        optimum = cached[1]
-    else:
-        optimum = social_optimum(list(world.blocks.values()), list(world.jobs.values()))
+    fingerprint, optimum = world_optimum(task, split, seed, cached)
     results = [play_episode(p, task, split, seed, keep_replay=keep_replay, optimum=optimum, opponents=opponents,
                             judge_mode=judge_mode, judge=judge) for p in policies]
     return results, (fingerprint, optimum)
+
+
+def world_optimum(task: str, split: str, seed: int, cached: tuple[str, float] | None = None) -> tuple[str, float]:
+    """``(fingerprint, exact welfare optimum)`` of a world; ``cached`` (a stored pair) is used when
+    its fingerprint still matches the world generated now, else the optimum is solved again (it
+    costs up to seconds a world)."""
+    world = generate_world(task, split, seed)
+    fingerprint = world_fingerprint(world)
+    if cached is not None and cached[0] == fingerprint:
+        return cached
+    return fingerprint, social_optimum(list(world.blocks.values()), list(world.jobs.values()))
 
 
 BACKENDS = ("process", "ray")

@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from ..core.engine import action_to_dict
+from ..core.policy import seat_view
 from ..core.serialize import coerce_action
 from ..core.tasks import task_params
 from ..core.types import REWARD_COLUMNS, SPLITS, TASKS, RejectedAction
@@ -104,9 +105,7 @@ def play_episode_record(policy: str, task: str, split: str, seed: int, *, mode: 
     total, steps = 0.0, 0
     sums = dict.fromkeys(REWARD_COLUMNS, 0.0)
     while not obs.done:
-        if getattr(driver, "needs_world", False):
-            driver.bind(episode.world)  # type: ignore[attr-defined]  # the oracle plans with the world
-        view = episode.observe(seat, aids=getattr(driver, "uses_aids", True))
+        view = seat_view(driver, episode, seat)
         conv.observe(obs)
         content, calls = render_reply(driver.act(view), mode, f"call_{steps}")
         conv.reply(content, calls)

@@ -76,10 +76,7 @@ def evaluate_checkpoint(checkpoint: str | Path, policy: str, tasks: Sequence[str
     same policy has in ``gpu-arena eval``). ``optima`` caches each world's exact welfare optimum,
     as in :func:`gpu_arena.evaluation.run_evaluation`. ``constrained``: id fields decoded under the
     seat's legal ids, as ``llm:hf:DIR?constrained=1`` (name ``policy`` accordingly)."""
-    from ..core.engine import world_fingerprint
-    from ..core.valuation import social_optimum
-    from ..core.worldgen import generate_world
-    from ..evaluation import EpisodeResult
+    from ..evaluation.runner import episode_result, world_optimum
     from .presets import load_pretrained
     from .rollouts import BatchedSampler, Rollout, World
 
@@ -89,30 +86,13 @@ def evaluate_checkpoint(checkpoint: str | Path, policy: str, tasks: Sequence[str
     optima = optima if optima is not None else {}
     results: list[EpisodeResult] = []
 
-    def optimum_of(world: World) -> float:
-        key = (world.task, world.split, world.seed)
-        state = generate_world(*key)
-        fingerprint = world_fingerprint(state)
-        cached = optima.get(key)
-        if cached is None or cached[0] != fingerprint:
-            cached = (fingerprint, social_optimum(list(state.blocks.values()), list(state.jobs.values())))
-            optima[key] = cached
-        return cached[1]
-
     def finish(rollout: Rollout, env: Any) -> None:
-        world = rollout.world
-        metrics = env.metrics(optimum_of(world))
-        me = metrics["labs"]["lab_0"]
-        episode = env.episode
-        replay = ({"task": world.task, "split": world.split, "seed": world.seed, "policy": policy, "seat": "lab_0",
-                   "transcript": episode.transcript} if keep_replays else None)
-        results.append(EpisodeResult(
-            policy=policy, task=world.task, split=world.split, seed=world.seed, episode_return=rollout.episode_return,
-            columns=dict(rollout.columns), steps=rollout.turns, welfare=metrics["welfare"],
-            optimum=metrics["optimum"], welfare_ratio=metrics["welfare_ratio"],
-            surplus_over_batna=me["surplus_over_batna"], deal_rate=me["deal_rate"], breach_rate=me["breach_rate"],
-            invalid_rate=me["invalid_rate"], invalid_actions=episode.world.labs["lab_0"].invalid_actions,
-            replay=replay))
+        w = rollout.world
+        optima[(w.task, w.split, w.seed)] = cached = world_optimum(w.task, w.split, w.seed,
+                                                                   optima.get((w.task, w.split, w.seed)))
+        results.append(episode_result(env, policy, w.task, w.split, w.seed, episode_return=rollout.episode_return,
+                                      columns=dict(rollout.columns), steps=rollout.turns, optimum=cached[1],
+                                      keep_replay=keep_replays))
 
     for task in tasks:
         sampler.play([World(task, split, s) for s in seeds], finish=finish, progress=progress)

@@ -32,6 +32,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..core.policy import seat_view
 from ..llm.parsing import FormatError, parse_action
 from .rollouts import Answer, BatchedSampler, Rollout, RolloutStats, World
 
@@ -42,9 +43,13 @@ class Improved:
 
     rollout: Rollout
     greedy_return: float
-    changed_turns: int  # turns where a candidate other than the greedy answer was best
-    # (the conversation as the model saw it at that turn, the best candidate) for every changed turn
+    # (the conversation as the model saw it at that turn, the best candidate) for every turn where a
+    # readable candidate other than the greedy answer was best
     corrections: list[tuple[list[dict[str, Any]], Answer]] = field(default_factory=list)
+
+    @property
+    def changed_turns(self) -> int:
+        return len(self.corrections)
 
     @property
     def gain(self) -> float:
@@ -66,9 +71,7 @@ def finish_with(policy: str, env: Any, seat: str, seed: int) -> float:
     total = 0.0
     episode = env.episode
     while not episode.done:
-        if getattr(driver, "needs_world", False):
-            driver.bind(episode.world)  # type: ignore[attr-defined]  # the oracle plans with the world
-        total += float(env.step(driver.act(episode.observe(seat, aids=getattr(driver, "uses_aids", True)))).reward or 0.0)
+        total += float(env.step(driver.act(seat_view(driver, episode, seat))).reward or 0.0)
     return total
 
 
@@ -97,7 +100,6 @@ def improve(sampler: BatchedSampler, worlds: Sequence[World], *, samples: int = 
     obs = [s[2] for s in states]
     rollouts = [Rollout(world=w, messages=c.transcript) for w, c in zip(worlds, convs, strict=True)]
     greedy_return: list[float | None] = [None] * len(worlds)
-    changed = [0] * len(worlds)
     corrections: list[list[tuple[list[dict[str, Any]], Answer]]] = [[] for _ in worlds]
     continuations = 0
     turn = 0
@@ -162,7 +164,6 @@ def improve(sampler: BatchedSampler, worlds: Sequence[World], *, samples: int = 
             if greedy_return[i] is None:  # turn 0: the greedy candidate's value is the greedy episode
                 greedy_return[i] = value[(i, 0)]
             if best != 0 and not isinstance(parse_action(cands[i][best][1] or cands[i][best][0]), FormatError):
-                changed[i] += 1
                 corrections[i].append((copy.deepcopy(convs[i].messages()), cands[i][best]))
             obs[i] = sampler.step(envs[i], convs[i], rollouts[i], cands[i][best if roll_in == "best" else 0])
             stats.turns += 1
@@ -180,8 +181,8 @@ def improve(sampler: BatchedSampler, worlds: Sequence[World], *, samples: int = 
     # every forked continuation is an episode played to its end (from a forked state) by the model
     stats.episodes = len(worlds) + continuations
     stats.seconds = time.perf_counter() - started
-    return [Improved(r, float(g if g is not None else r.episode_return), n, c)
-            for r, g, n, c in zip(rollouts, greedy_return, changed, corrections, strict=True)], stats
+    return [Improved(r, float(g if g is not None else r.episode_return), c)
+            for r, g, c in zip(rollouts, greedy_return, corrections, strict=True)], stats
 
 
 ROLL_IN = ("best", "greedy")

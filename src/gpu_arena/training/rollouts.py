@@ -26,6 +26,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..core.policy import seat_view
 from ..core.types import REWARD_COLUMNS
 from ..llm.parsing import FormatError, parse_action
 from ..llm.prompts import Conversation
@@ -249,10 +250,7 @@ class BatchedSampler:
         from .data import render_reply
 
         driver = make_policy(str(self.proposal), seed=seed)
-        if getattr(driver, "needs_world", False):
-            driver.bind(env.episode.world)  # type: ignore[attr-defined]  # the oracle plans with the world
-        view = env.episode.observe(self.seat, aids=getattr(driver, "uses_aids", True))
-        content, calls = render_reply(driver.act(view), "tools", "call_0")
+        content, calls = render_reply(driver.act(seat_view(driver, env.episode, self.seat)), "tools", "call_0")
         return content, calls, 0
 
     def generate(self, batch: list[list[dict[str, Any]]], seed: int, stats: RolloutStats, temperature: float,
