@@ -17,7 +17,6 @@ from gpu_arena.llm.parsing import FormatError
 from gpu_arena.models import ArenaAction
 from gpu_arena.training.presets import load_pretrained
 from gpu_arena.training.rollouts import BatchedSampler, World
-from training_helpers import tiny_sft_checkpoint
 
 ID_CODES = {"unknown_block", "block_not_owned", "block_started", "unknown_offer", "offer_not_addressed",
             "unknown_job", "job_not_owned", "unknown_lab"}
@@ -60,11 +59,6 @@ def test_every_legal_id_passes_the_rules_id_checks(seed: int, task: str) -> None
         fork = env.fork()
         obs = fork.step(ArenaAction(**a))
         assert obs.last_action_result.ok or obs.last_action_result.code not in ID_CODES, (a, obs.last_action_result)
-
-
-@pytest.fixture(scope="module")
-def tiny_sft(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return tiny_sft_checkpoint(tmp_path_factory.mktemp("constrained"))
 
 
 def _ids_are_legal(world: World, actions: list[Any]) -> None:

@@ -5,7 +5,6 @@ turns become prompt-completion records that parse back and train through TRL."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -15,22 +14,9 @@ from gpu_arena.training.lookahead import correction_record, finish_with, improve
 from gpu_arena.training.presets import load_pretrained
 from gpu_arena.training.rft import fine_tune
 from gpu_arena.training.rollouts import BatchedSampler, World
-from training_helpers import tiny_sft_checkpoint
+from training_helpers import replay
 
 WORLDS = [World("single_trade", "train", s) for s in (3, 4, 5)]
-
-
-@pytest.fixture(scope="module")
-def tiny_sft(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return tiny_sft_checkpoint(tmp_path_factory.mktemp("lookahead"))
-
-
-def _replayed(world: World, actions: list[Any]) -> float:
-    env = GpuArenaEnv(task=world.task, split=world.split)
-    env.reset(seed=world.seed)
-    total = sum(float(env.step(a).reward or 0.0) for a in actions)
-    assert env.episode is not None and env.episode.done
-    return total
 
 
 def test_the_improved_episode_never_scores_below_the_greedy_one(tiny_sft: Path) -> None:
@@ -42,7 +28,7 @@ def test_the_improved_episode_never_scores_below_the_greedy_one(tiny_sft: Path) 
     for x, g in zip(improved, greedy, strict=True):
         assert x.greedy_return == pytest.approx(g.episode_return, abs=1e-9)
         assert x.rollout.episode_return >= x.greedy_return - 1e-9
-        assert x.rollout.episode_return == pytest.approx(_replayed(x.rollout.world, x.rollout.actions), abs=1e-9)
+        assert x.rollout.episode_return == pytest.approx(replay(x.rollout.world, x.rollout.actions)[0], abs=1e-9)
         assert x.changed_turns == len(x.corrections)
 
 

@@ -15,7 +15,6 @@ from typer.testing import CliRunner
 
 from gpu_arena.cli import app
 from gpu_arena.core.types import REWARD_COLUMNS
-from gpu_arena.env import GpuArenaEnv
 from gpu_arena.llm.parsing import FormatError, parse_action
 from gpu_arena.training.data import load_sft_data
 from gpu_arena.training.pipeline import COMPARISONS, PipelineRun, run_pipeline
@@ -23,7 +22,7 @@ from gpu_arena.training.presets import PresetError, load_pretrained
 from gpu_arena.training.progress import describe, quiet_third_party
 from gpu_arena.training.rft import select_rollouts
 from gpu_arena.training.rollouts import BatchedSampler, Rollout, World
-from training_helpers import make_sft_data, scripted_checkpoint
+from training_helpers import make_sft_data, replay, scripted_checkpoint
 
 ALLOCATE = '<tool_call>\n{"name": "allocate_to_job", "arguments": {}}\n</tool_call>'
 
@@ -31,30 +30,6 @@ ALLOCATE = '<tool_call>\n{"name": "allocate_to_job", "arguments": {}}\n</tool_ca
 @pytest.fixture(scope="module")
 def sft_data(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return make_sft_data(tmp_path_factory.mktemp("rl") / "data", seeds=8)
-
-
-@pytest.fixture(scope="module")
-def tiny_sft(tmp_path_factory: pytest.TempPathFactory, sft_data: Path) -> Path:
-    """A tiny model after a few SFT steps: it writes tool calls, some readable, some not."""
-    from gpu_arena.training.sft import SFTRun, run_sft
-
-    out = tmp_path_factory.mktemp("rl") / "sft"
-    run_sft(SFTRun(data=str(sft_data), output_dir=str(out), preset="tiny", max_steps=6,
-                   db=str(out.parent / "arena.db")))
-    return out
-
-
-def replay(world: World, actions: list[Any]) -> tuple[float, dict[str, float]]:
-    env = GpuArenaEnv(task=world.task, split=world.split)
-    env.reset(seed=world.seed)
-    total, columns = 0.0, dict.fromkeys(REWARD_COLUMNS, 0.0)
-    for a in actions:
-        obs = env.step(a)
-        total += obs.reward or 0.0
-        for c in REWARD_COLUMNS:
-            columns[c] += obs.reward_breakdown[c]
-    assert env.episode is not None and env.episode.done
-    return total, columns
 
 
 @pytest.mark.parametrize("temperature", [0.0, 1.5])

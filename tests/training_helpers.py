@@ -42,6 +42,24 @@ def tiny_sft_checkpoint(root: Path, steps: int = 6) -> Path:
     return root / "sft"
 
 
+def replay(world: Any, actions: list[Any]) -> tuple[float, dict[str, float]]:
+    """The return and summed reward columns of ``actions`` played again in a fresh environment on
+    ``world`` (a rollouts ``World``), which they must finish."""
+    from gpu_arena.core.types import REWARD_COLUMNS
+    from gpu_arena.env import GpuArenaEnv
+
+    env = GpuArenaEnv(task=world.task, split=world.split)
+    env.reset(seed=world.seed)
+    total, columns = 0.0, dict.fromkeys(REWARD_COLUMNS, 0.0)
+    for a in actions:
+        obs = env.step(a)
+        total += obs.reward or 0.0
+        for c in REWARD_COLUMNS:
+            columns[c] += obs.reward_breakdown[c]
+    assert env.episode is not None and env.episode.done
+    return total, columns
+
+
 def scripted_checkpoint(out_dir: Path, records: list[dict[str, Any]], reply: str) -> Path:
     import torch
 

@@ -116,15 +116,18 @@ class TokenIndex:
         return out
 
 
-_INDEXES: dict[int, TokenIndex] = {}
+_INDEX_ATTR = "_gpu_arena_token_index"
 
 
 def token_index(tokenizer: Any) -> TokenIndex:
-    """One :class:`TokenIndex` per tokenizer object (building it decodes the whole vocabulary)."""
-    key = id(tokenizer)
-    if key not in _INDEXES:
-        _INDEXES[key] = TokenIndex(tokenizer)
-    return _INDEXES[key]
+    """One :class:`TokenIndex` per tokenizer object (building it decodes the whole vocabulary), kept
+    on the tokenizer itself: a cache keyed by ``id()`` would hand a new tokenizer the index of a
+    freed one that had the same id."""
+    index = getattr(tokenizer, _INDEX_ATTR, None)
+    if index is None:
+        index = TokenIndex(tokenizer)
+        setattr(tokenizer, _INDEX_ATTR, index)
+    return index
 
 
 class IdConstraint:

@@ -350,7 +350,7 @@ def train_compare(
     """FIRST's model minus SECOND's, paired by holdout world with a 95% bootstrap CI: an RL run
     against its supervised control (`train pipeline --from-stage rl --rl-worlds 0` on a copy of its
     data and sft), or two seeds, presets or methods."""
-    from .evidence import verdict
+    from .evidence import difference_cells, verdict
     from .pipeline import compare_pipelines
 
     try:
@@ -361,15 +361,13 @@ def train_compare(
         print(f"`{first}` − `{second}` ({role})\n")
         print("| task | n | mean difference | 95% CI | wins / losses | verdict |\n|---|---|---|---|---|---|")
         for r in rows:
-            print(f"| {r['task']} | {r['n']} | {r['mean_diff']:+.4f} | [{r['ci_low']:+.4f}, {r['ci_high']:+.4f}] | "
-                  f"{r['wins']} / {r['losses']} | {verdict(r)} |")
+            print("| " + " | ".join((r["task"], *difference_cells(r, sep=" / "), verdict(r))) + " |")
         return
     table = Table(title=f"{role}: {first} − {second}, paired by holdout world")
     for col in ("task", "n", "mean", "95% CI", "W/L"):
         table.add_column(col)
     for r in rows:
-        table.add_row(r["task"], str(r["n"]), f"{r['mean_diff']:+.4f}", f"[{r['ci_low']:+.4f}, {r['ci_high']:+.4f}]",
-                      f"{r['wins']}/{r['losses']}")
+        table.add_row(r["task"], *difference_cells(r))
     console.print(table)
 
 

@@ -39,11 +39,16 @@ def verdict(c: dict[str, Any]) -> str:
     return "no clear difference"
 
 
+def difference_cells(c: dict[str, Any], *, sep: str = "/") -> tuple[str, str, str, str]:
+    """A paired difference's ``n``, mean, 95% CI and wins/losses as text (``sep`` between wins and
+    losses): the cells every comparison table prints, the evidence's and ``train compare``'s."""
+    return (str(c["n"]), f"{c['mean_diff']:+.4f}", f"[{c['ci_low']:+.4f}, {c['ci_high']:+.4f}]",
+            f"{c['wins']}{sep}{c['losses']}")
+
+
 def comparison_rows(evidence: dict[str, Any]) -> list[tuple[str, ...]]:
     """(task, comparison, n, mean, CI, wins/losses) per comparison, as strings."""
-    return [(c["task"], c["comparison"], str(c["n"]), f"{c['mean_diff']:+.4f}",
-             f"[{c['ci_low']:+.4f}, {c['ci_high']:+.4f}]", f"{c['wins']}/{c['losses']}")
-            for c in evidence["comparisons"]]
+    return [(c["task"], c["comparison"], *difference_cells(c)) for c in evidence["comparisons"]]
 
 
 def markdown_report(evidence: dict[str, Any]) -> str:
@@ -53,8 +58,7 @@ def markdown_report(evidence: dict[str, Any]) -> str:
              "| task | comparison | n | mean difference | 95% CI | wins / losses | verdict |",
              "|---|---|---|---|---|---|---|"]
     for c in evidence["comparisons"]:
-        lines.append(f"| {c['task']} | {c['comparison']} | {c['n']} | {c['mean_diff']:+.4f} | "
-                     f"[{c['ci_low']:+.4f}, {c['ci_high']:+.4f}] | {c['wins']} / {c['losses']} | {verdict(c)} |")
+        lines.append("| " + " | ".join((c["task"], c["comparison"], *difference_cells(c, sep=" / "), verdict(c))) + " |")
     lines += ["", "| policy | task | n | mean return | 95% CI | accepted turns |", "|---|---|---|---|---|---|"]
     for r in evidence["results"]:
         t = valid.get((r.get("role"), r["task"]))
@@ -68,4 +72,4 @@ def markdown_report(evidence: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-__all__ = ["EvidenceError", "comparison_rows", "load_evidence", "markdown_report", "verdict"]
+__all__ = ["EvidenceError", "comparison_rows", "difference_cells", "load_evidence", "markdown_report", "verdict"]

@@ -275,13 +275,14 @@ def run_rft(run: RFTRun, progress: Callable[[dict[str, Any]], None] | None = Non
                 rollouts, stats, greedy = [], RolloutStats(0, 0, 0, 0, 0.0, 0.0), None
             sample_s = time.perf_counter() - t0
             kept = select_rollouts(rollouts, float(run.min_return if run.min_return is not None else -1e9), greedy)
-            new = [r.record("rft") for r in kept]
-            if run.anchors and greedy is not None and run.explore == "lookahead":
-                improved_worlds = {r.world for r in kept}
-                new += [r.record("rft-anchor") for r in rollouts
-                        if r.world not in improved_worlds and not r.format_errors]
-            if run.train_on == "corrections":
+            if run.train_on == "corrections":  # the lookahead's changed turns, not whole episodes
                 new = [c for r in rollouts for c in r.corrections]
+            else:
+                new = [r.record("rft") for r in kept]
+                if run.anchors and greedy is not None and run.explore == "lookahead":
+                    improved_worlds = {r.world for r in kept}
+                    new += [r.record("rft-anchor") for r in rollouts
+                            if r.world not in improved_worlds and not r.format_errors]
             aggregate = aggregate + new if run.cumulative else new
             records = [r for r in aggregate if r]
             teacher = teacher_records(run, it)
