@@ -1,9 +1,12 @@
-"""Id-constrained decoding: the legal ids come from the seat's own view and satisfy the rules' id
-checks, the field tracker finds the value being typed, and a constrained model — in the batched
-sampler and in ``llm:hf:DIR?constrained=1`` alike — writes only legal ids."""
+"""Grammar-constrained decoding: the legal ids come from the seat's own view and satisfy the
+rules' id checks; every reply the action grammar allows parses as an action the grammar offers (a
+random walk through the grammar, property test); the teacher's own actions are in it; and a
+constrained model — in the batched sampler and in ``llm:hf:DIR?constrained=1`` alike — writes only
+legal ids and never an answer the parser rejects."""
 
 from __future__ import annotations
 
+import random
 from pathlib import Path
 from typing import Any
 
@@ -12,25 +15,128 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gpu_arena.env import GpuArenaEnv
-from gpu_arena.llm.constrain import FIELDS, legal_ids, open_field
-from gpu_arena.llm.parsing import FormatError
+from gpu_arena.llm.constrain import FIELDS, action_grammar, grammar_tokenizer, legal_ids, seat_grammar
+from gpu_arena.llm.parsing import FormatError, parse_action
 from gpu_arena.models import ArenaAction
 from gpu_arena.training.presets import load_pretrained
 from gpu_arena.training.rollouts import BatchedSampler, World
 
 ID_CODES = {"unknown_block", "block_not_owned", "block_started", "unknown_offer", "offer_not_addressed",
-            "unknown_job", "job_not_owned", "unknown_lab"}
+            "unknown_job", "job_not_owned", "unknown_lab", "unknown_coalition", "not_a_member"}
+TASKS = ["single_trade", "market_round", "coalition_market"]
 
 
-def test_open_field_finds_the_value_being_typed() -> None:
-    head = '<tool_call>\n{"name": "send_offer", "arguments": {"target_lab_id": "lab_1", '
-    assert open_field(head + '"requested_block_ids": ["b_1') == ("send_offer", "requested_block_ids", "b_1")
-    assert open_field(head + '"requested_block_ids": ["b_1_0", "') == ("send_offer", "requested_block_ids", "")
-    assert open_field(head + '"job_id": "j_0') == ("send_offer", "job_id", "j_0")
-    assert open_field(head + '"requested_block_ids": ["b_1_0"], ') is None  # between fields
-    assert open_field(head + '"payment": 2') is None  # a number is the model's own
-    assert open_field('{"action_type": "accept_offer", "offer_id": "o_') == ("accept_offer", "offer_id", "o_")
-    assert open_field('{"name": "sen') is None  # no action yet
+def _walk(tokenizer: Any, lark: str, rng: random.Random, stop_early: float) -> tuple[list[int], bool]:
+    """A random sentence of the grammar, token by token from each step's mask: the end token with
+    probability ``stop_early`` where it is allowed (else only when nothing else is). Returns the
+    tokens and whether the grammar accepted them."""
+    import llguidance
+    import numpy as np
+
+    lltok = grammar_tokenizer(tokenizer)
+    m = llguidance.LLMatcher(lltok, lark, log_level=0)
+    assert not m.is_error(), m.get_error()
+    eos = tokenizer.eos_token_id
+    out: list[int] = []
+    while not m.is_stopped():
+        bits = np.unpackbits(np.frombuffer(m.compute_bitmask(), dtype=np.uint8), bitorder="little")
+        choices = [int(i) for i in bits[:lltok.vocab_size].nonzero()[0]]
+        others = [c for c in choices if c != eos]
+        t = eos if eos in choices and (not others or rng.random() < stop_early) else rng.choice(others)
+        assert m.consume_token(t)
+        out.append(t)
+        if t == eos:
+            break
+    return out, m.is_accepting() or m.is_stopped()
+
+
+def _read(tokenizer: Any, tokens: list[int], mode: str) -> ArenaAction | FormatError:
+    """The action an agent reads from a reply (tools: the tokenizer's response parser first)."""
+    import torch
+
+    from gpu_arena.llm.agents import _parsed_tool_calls
+    from gpu_arena.llm.tools import action_tools
+
+    if mode == "tools":
+        calls = _parsed_tool_calls(tokenizer, torch.tensor(tokens), torch.tensor([0]), action_tools())
+        if calls is not None:
+            return parse_action(calls[1])
+    return parse_action(tokenizer.decode(tokens, skip_special_tokens=True))
+
+
+@pytest.fixture(scope="module")
+def tokenizer(tiny_sft: Path) -> Any:
+    return load_pretrained(tiny_sft)[1]
+
+
+@settings(max_examples=30, deadline=None)
+@given(seed=st.integers(0, 10_000), task=st.sampled_from(TASKS), rounds=st.integers(0, 4),
+       mode=st.sampled_from(["tools", "json"]), walk=st.integers(0, 2**31), stop_early=st.sampled_from([0.0, 0.3]))
+def test_every_reply_the_grammar_allows_parses(tokenizer: Any, seed: int, task: str, rounds: int, mode: str,
+                                               walk: int, stop_early: float) -> None:
+    """The parser never rejects a constrained answer: a random walk through a seat's grammar (any
+    world, any round, either reply format) ends within the grammar's byte bound, and what it wrote
+    parses as one of the actions the grammar offers, with ids from the seat's legal lists."""
+    env = GpuArenaEnv(task=task, split="train")
+    env.reset(seed=seed)
+    assert env.episode is not None
+    for _ in range(rounds):
+        if env.episode.done:
+            break
+        env.step(ArenaAction(action_type="wait"))
+    view = env.episode.observe("lab_0")
+    grammar = seat_grammar(view, mode)
+    tokens, accepted = _walk(tokenizer, grammar.lark, random.Random(walk), stop_early)
+    assert accepted and len(tokens) <= grammar.max_bytes + 1
+    action = _read(tokenizer, tokens, mode)
+    assert not isinstance(action, FormatError), (tokenizer.decode(tokens), action)
+    assert action.action_type in grammar.actions
+    legal = legal_ids(view).get(action.action_type, {})
+    for name, values in legal.items():
+        written = getattr(action, name)
+        written = written if isinstance(written, list) else [] if written is None else [written]
+        assert set(written) <= set(values), (action.action_type, name, written, values)
+
+
+def test_actions_without_a_legal_required_id_are_not_offered() -> None:
+    legal = {a: {f: [] for f in fields} for a, fields in FIELDS.items()}
+    legal["send_offer"]["target_lab_id"] = ["lab_1"]
+    grammar = action_grammar(legal)
+    assert "accept_offer" not in grammar.actions and "release_capacity" not in grammar.actions
+    assert "commit_to_coalition" not in grammar.actions and "reserve_capacity" not in grammar.actions
+    assert {"send_offer", "wait", "finish", "allocate_to_job"} <= set(grammar.actions)
+    assert "block_ids" not in grammar.lark  # no legal block: no block field anywhere
+
+
+@pytest.mark.parametrize("task", TASKS)
+def test_the_teachers_actions_are_in_the_grammar(tokenizer: Any, task: str) -> None:
+    """What rule_expert writes (as the SFT data renders it) is a sentence of its turn's grammar,
+    whenever the rules accept it: the grammar takes nothing away from the teacher's legal play."""
+    import llguidance
+
+    from gpu_arena.policies import make_policy
+    from gpu_arena.training.data import render_reply
+
+    lltok = grammar_tokenizer(tokenizer)
+    for seed in range(3):
+        env = GpuArenaEnv(task=task, split="train")
+        env.reset(seed=seed)
+        assert env.episode is not None
+        teacher = make_policy("rule_expert", seed=seed)
+        from gpu_arena.core.policy import seat_view
+
+        while not env.episode.done:
+            view = env.episode.observe("lab_0")
+            action = teacher.act(seat_view(teacher, env.episode, "lab_0"))
+            _, calls = render_reply(action, "tools", "call_0")
+            text = tokenizer.apply_chat_template([{"role": "assistant", "content": "", "tool_calls": calls}],
+                                                 tokenize=False)
+            reply = text[text.index("<tool_call>"):text.index("</tool_call>") + len("</tool_call>")]
+            m = llguidance.LLMatcher(lltok, seat_grammar(view).lark, log_level=0)
+            ids = tokenizer.encode(reply, add_special_tokens=False)
+            fits = m.try_consume_tokens(ids) == len(ids) and m.is_accepting()
+            result = env.step(action).last_action_result
+            assert fits or not result.ok, (task, seed, reply)
 
 
 @settings(max_examples=25, deadline=None)
@@ -67,12 +173,12 @@ def _ids_are_legal(world: World, actions: list[Any]) -> None:
     assert env.episode is not None
     for a in actions:
         legal = legal_ids(env.episode.observe("lab_0"))
-        if not isinstance(a, FormatError) and a.action_type in legal:
+        assert not isinstance(a, FormatError), a
+        if a.action_type in legal:
             for name, values in legal[a.action_type].items():
                 written = getattr(a, name)
                 written = written if isinstance(written, list) else [] if written is None else [written]
-                if values:  # an empty legal list leaves the model free (the rules refuse it)
-                    assert set(written) <= set(values), (a.action_type, name, written, values)
+                assert set(written) <= set(values), (a.action_type, name, written, values)
         env.step(a)
 
 
@@ -83,6 +189,7 @@ def test_a_constrained_sampler_writes_only_legal_ids(tiny_sft: Path) -> None:
         rollouts, _ = BatchedSampler(model, tok, temperature=temperature, max_new_tokens=48,
                                      constrained=True).play(worlds, seed=5)
         for r in rollouts:
+            assert r.format_errors == 0
             _ids_are_legal(r.world, r.actions)
 
 

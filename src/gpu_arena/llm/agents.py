@@ -371,8 +371,10 @@ class TransformersAgent(ChatAgent):
     tool-calling template) or ``"tools"`` (the tools go to ``apply_chat_template(tools=...)``; the
     reply is read as text, so ``<tool_call>`` blocks and JSON both parse). The model is loaded once
     per process and shared by every instance with the same path, device and dtype.
-    ``constrained=True`` decodes id fields under :class:`gpu_arena.llm.constrain.IdConstraint`: the
-    model writes only ids its observation offers for the field (``llm:hf:DIR?constrained=1``).
+    ``constrained=True`` decodes under the seat's action grammar
+    (:class:`gpu_arena.llm.constrain.GrammarConstraint`): the model writes only actions its
+    observation allows, each one complete (``llm:hf:DIR?constrained=1``; the token cap then rises
+    to the grammar's longest reply).
     """
 
     def __init__(self, model_path: str, *, mode: Mode = "json", device: str = "cpu", dtype: str = "auto",
@@ -381,7 +383,7 @@ class TransformersAgent(ChatAgent):
                  trust_remote_code: bool = False, constrained: bool = False) -> None:
         super().__init__(mode=mode, max_turns=max_turns, system_prompt=system_prompt, max_retries=0, seed=seed)
         self.constrained = constrained
-        self._legal: dict[str, dict[str, list[str]]] | None = None
+        self._grammar: Any = None
         self.model_path = str(model_path)
         self.device = device
         self.dtype = dtype
@@ -395,9 +397,9 @@ class TransformersAgent(ChatAgent):
 
     def act(self, observation: Any) -> ArenaAction | RejectedAction:
         if self.constrained:
-            from .constrain import legal_ids
+            from .constrain import seat_grammar
 
-            self._legal = legal_ids(observation)
+            self._grammar = seat_grammar(observation, self.mode)
         return super().act(observation)
 
     def _complete(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None) -> Completion:
@@ -412,12 +414,14 @@ class TransformersAgent(ChatAgent):
                                   "pad_token_id": tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id}
         if sample:
             kwargs.update(temperature=self.temperature, top_p=self.top_p)
-        if self.constrained and self._legal is not None:
+        if self.constrained and self._grammar is not None:
             from transformers import LogitsProcessorList
 
-            from .constrain import IdConstraint
+            from .constrain import GrammarConstraint
 
-            kwargs["logits_processor"] = LogitsProcessorList([IdConstraint(tok, [self._legal], prompt_len)])
+            grammar = GrammarConstraint(tok, [self._grammar], prompt_len)
+            kwargs["max_new_tokens"] = grammar.max_new_tokens(self.max_new_tokens)
+            kwargs["logits_processor"] = LogitsProcessorList([grammar])
         with self._gen_lock, torch.no_grad():
             if sample and self.seed is not None:
                 torch.manual_seed(self.seed * 1_000_003 + self._calls)  # the global RNG: hence under the lock

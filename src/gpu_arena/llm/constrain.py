@@ -1,14 +1,23 @@
-"""Id-constrained decoding: a local model writes only ids its own observation offers.
+"""Grammar-constrained decoding: a local model writes only actions its own observation allows.
 
-A small model reads its state poorly: most of the `small` preset's refused turns name a block
-whose window has opened, another lab's block as its own, or an offer it sent itself (decision
-0020). This is RL's *action masking* (PettingZoo observations carry an ``action_mask`` for the
-same reason) applied to a text action: while the model writes the JSON value of an id field —
-``block_ids``, ``requested_block_ids``, ``offer_id``, ``job_id``, ``target_lab_id`` — of a known
-action, a logits processor lets through only tokens that continue one of the ids the seat's own
-observation lists for that field (:func:`legal_ids`); everything else (which action, which of the
-legal ids, prices, the JSON around them) stays the model's choice, and the rules still judge the
-action. The sets come from the seat's view alone, never from hidden state.
+A small model reads its state poorly: most of the `small` preset's refused turns named a block
+whose window had opened, another lab's block as its own, or an offer it sent itself, and a few of
+its answers were not JSON at all (decision 0020). This is RL's *action masking* (PettingZoo
+observations carry an ``action_mask`` for the same reason) applied to a text action. For each turn
+:func:`action_grammar` writes a grammar (Lark, compiled by `llguidance`) whose sentences are exactly
+the replies the action parser reads as one of the actions the seat may take:
+
+- the reply's frame: a ``<tool_call>`` block in tools mode, one JSON object in JSON mode;
+- an action name only where every id field it requires has a legal value (no ``accept_offer``
+  without an incoming offer, no ``release_capacity`` without a held block);
+- in every id field only the ids the seat's own view offers for it (:func:`legal_ids`); a field with
+  no legal id is left out; lists of 1 to as many ids as are legal;
+- bounded prices, rounds and messages, so every sentence is finite: a reply has at most
+  :attr:`ActionGrammar.max_bytes` bytes, and a decoder allowed that many tokens always finishes it.
+
+Everything else (which action, which legal ids, prices, the order of nothing) stays the model's
+choice, and the rules still judge the action. The sets come from the seat's view alone, never from
+hidden state. Fields are written in the tool schema's order, the order the training data uses.
 
 It is part of the evaluated policy, not a post-hoc filter: ``llm:hf:DIR?constrained=1`` decodes
 this way in every evaluation, and the batched sampler (``constrained=True``) in every rollout, so a
@@ -17,15 +26,17 @@ trained model is measured with the decoder it was trained with.
 
 from __future__ import annotations
 
-import re
+import json
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from ..core.types import ACTION_TYPES
+from .tools import action_tools
 
 # (action, field) -> which of the view's id lists may fill it
-_OWN_FREE, _OWN_HELD, _MARKET, _INCOMING, _ANY_OFFER, _JOBS, _LABS = (
-    "own_free", "own_held", "market", "incoming", "any_offer", "jobs", "labs")
+_OWN_FREE, _OWN_HELD, _MARKET, _INCOMING, _ANY_OFFER, _JOBS, _POOLED, _LABS, _COALITIONS = (
+    "own_free", "own_held", "market", "incoming", "any_offer", "jobs", "pooled", "labs", "coalitions")
 FIELDS: dict[str, dict[str, str]] = {
     "allocate_to_job": {"block_ids": _OWN_FREE, "job_id": _JOBS},
     "reserve_capacity": {"block_ids": _OWN_FREE, "job_id": _JOBS},
@@ -36,26 +47,39 @@ FIELDS: dict[str, dict[str, str]] = {
                       "job_id": _JOBS},
     "accept_offer": {"offer_id": _INCOMING, "job_id": _JOBS},
     "reject_offer": {"offer_id": _ANY_OFFER},
+    "make_pitch": {"job_id": _JOBS},
+    "counter_pitch": {"target_lab_id": _LABS, "job_id": _JOBS},
+    "form_coalition": {"job_id": _POOLED, "member_lab_ids": _LABS, "block_ids": _OWN_FREE,
+                       "requested_block_ids": _MARKET},
+    "commit_to_coalition": {"coalition_id": _COALITIONS},
+    "send_message": {"target_lab_id": _LABS},
 }
 assert set(FIELDS) <= set(ACTION_TYPES), "constrained fields name an unknown action"
 _TRADEABLE = ("free", "reserved")
 _HELD = ("reserved", "allocated", "committed")
 
-# the action being written, then an id field's string value being typed (partial value captured)
-_ACTION = re.compile(r'"(?:name|action_type)"\s*:\s*"([a-z_]+)"')
-_IN_LIST = re.compile(r'"([a-z_]+)"\s*:\s*\[(?:\s*"[^"]*"\s*,)*\s*"([^"]*)$')
-_IN_STRING = re.compile(r'"([a-z_]+)"\s*:\s*"([^"]*)$')
+# Bounds that make every reply finite. Wider than anything a policy of this project writes: prices
+# up to 10^9 with four decimals, offers open for up to 99 rounds, messages of 120 printable ASCII
+# characters (no quote or backslash, so nothing needs escaping).
+NUMBER = r"/(0|[1-9][0-9]{0,8})(\.[0-9]{1,4})?/"
+_NUMBER_BYTES = 14
+ROUNDS = r"/[1-9][0-9]?/"
+MESSAGE_CHARS = 120
+MESSAGE = '"\\"" /[ !#-\\[\\]-~]{0,' + str(MESSAGE_CHARS) + '}/ "\\""'
+CONDITIONS = ("must_allocate_to_job", "no_resale", "coalition_only")
 
 
 def legal_ids(view: Any) -> dict[str, dict[str, list[str]]]:
     """For each constrained action, field -> the ids the seat's observation offers for it: its own
     blocks whose window has not opened (free or reserved: to allocate, reserve or give; held: to
     release), other labs' tradeable blocks not yet started, open offers addressed to it (any open
-    offer it is party to, to reject), its open jobs, the other labs still playing. Works on a core
-    ``SeatView`` and on the wire ``ArenaObservation`` alike (same field names)."""
+    offer it is party to, to reject), its open jobs (the pooled ones, to form a coalition), the
+    other labs still playing, coalitions proposed to it that it has not yet committed to. Works on a
+    core ``SeatView`` and on the wire ``ArenaObservation`` alike (same field names)."""
     me, now = view.controlled_lab_id, view.round_index
     own = [b for b in view.owned_blocks if b.start_round > now]
     offers = [o for o in view.active_offers if o.status == "open"]
+    jobs = [j for j in view.private_jobs if j.status == "open"]
     lists = {
         _OWN_FREE: [b.block_id for b in own if b.status in _TRADEABLE],
         _OWN_HELD: [b.block_id for b in own if b.status in _HELD],
@@ -63,107 +87,282 @@ def legal_ids(view: Any) -> dict[str, dict[str, list[str]]]:
                   if b.owner != me and b.tradeable and b.start_round > now],
         _INCOMING: [o.offer_id for o in offers if o.target == me],
         _ANY_OFFER: [o.offer_id for o in offers],
-        _JOBS: [j.job_id for j in view.private_jobs if j.status == "open"],
+        _JOBS: [j.job_id for j in jobs],
+        _POOLED: [j.job_id for j in jobs if j.pooled],
         _LABS: [lab.lab_id for lab in view.visible_labs if lab.lab_id != me and not lab.finished],
+        _COALITIONS: [c.coalition_id for c in view.active_coalitions
+                      if c.status == "proposed" and me in c.members and me not in c.consented
+                      and now < c.expires_round],
     }
     return {action: {f: lists[src] for f, src in fields.items()} for action, fields in FIELDS.items()}
 
 
-def open_field(text: str) -> tuple[str, str, str] | None:
-    """``(action, field, partial)`` when ``text`` (a reply so far) ends inside the string value of an
-    id field of a known action, else None."""
-    actions = _ACTION.findall(text)
-    if not actions:
-        return None
-    action = actions[-1]
-    for pattern in (_IN_LIST, _IN_STRING):
-        m = pattern.search(text)
-        if m is not None and m.start() > text.rfind('"' + action + '"'):
-            return action, m.group(1), m.group(2)
-    return None
+def _lit(text: str) -> str:
+    """A Lark string literal that matches ``text`` exactly."""
+    return json.dumps(text)
 
 
-class TokenIndex:
-    """A tokenizer's vocabulary as text: every token's string and, for each string prefix, the
-    tokens that start with it (so the tokens that can continue a partial id are found by lookups,
-    not by a scan of the vocabulary)."""
+@dataclass(frozen=True, slots=True)
+class _Piece:
+    """A Lark expression and the most bytes a sentence of it has."""
 
-    def __init__(self, tokenizer: Any) -> None:
-        size = len(tokenizer)
-        self.text: list[str] = [tokenizer.decode([i]) for i in range(size)]
-        self.exact: dict[str, list[int]] = {}
-        self.starting: dict[str, list[int]] = {}
-        for i, s in enumerate(self.text):
-            if not s:
+    lark: str
+    max_bytes: int
+
+
+def _choice(values: Sequence[str]) -> _Piece:
+    """One of ``values`` as a JSON string."""
+    quoted = [json.dumps(v) for v in values]
+    return _Piece("(" + " | ".join(_lit(q) for q in quoted) + ")", max(len(q.encode()) for q in quoted))
+
+
+def _id_list(values: Sequence[str]) -> _Piece:
+    """A JSON list of 1 to ``len(values)`` of ``values`` (duplicates are the rules' to refuse)."""
+    one = _choice(values)
+    n = len(values)
+    tail = f' ({_lit(", ")} {one.lark}){{0,{n - 1}}}' if n > 1 else ""
+    return _Piece(f'"[" {one.lark}{tail} "]"', 2 + n * one.max_bytes + (n - 1) * 2)
+
+
+def _object(members: Sequence[tuple[str, _Piece, bool]], lead: bool) -> _Piece:
+    """Object members ``(key, value, required)`` in their order, each optional one present or not,
+    joined by ``", "``. ``lead``: a member was written before them (every one then starts with the
+    separator). Without ``lead`` the first member written has none: one alternative per member
+    that can come first."""
+    written = [(f'{_lit(json.dumps(k) + ": ")} {v.lark}', len(json.dumps(k)) + 2 + v.max_bytes, req)
+               for k, v, req in members]
+    max_bytes = sum(b + 2 for _, b, _ in written)
+
+    def rest(items: Sequence[tuple[str, int, bool]]) -> str:
+        return " ".join(f'({_lit(", ")} {t})' + ("" if req else "?") for t, _, req in items)
+
+    if lead:
+        return _Piece(rest(written), max_bytes)
+    alternatives = []
+    for i, (text, _, req) in enumerate(written):
+        alternatives.append(f"{text} {rest(written[i + 1:])}".strip())
+        if req:  # a required member cannot be skipped: nothing after it can come first
+            break
+    else:
+        alternatives.append("")  # every member optional: the empty object
+    return _Piece("(" + " | ".join(f"({a})" if a else '""' for a in alternatives) + ")", max_bytes)
+
+
+def _value(action: str, name: str, schema: Mapping[str, Any], ids: Mapping[str, Sequence[str]],
+           shares_keys: Sequence[str]) -> _Piece | None:
+    """The grammar of one argument's value; None when it cannot be written (no legal id)."""
+    if name in ids:
+        values = ids[name]
+        if not values:
+            return None
+        return _id_list(values) if schema.get("type") == "array" else _choice(values)
+    kind = schema.get("type")
+    if name == "message":
+        return _Piece(MESSAGE, MESSAGE_CHARS + 2)
+    if name == "conditions":
+        flags = [(c, _Piece('("true" | "false")', 5), False) for c in CONDITIONS]
+        body = _object(flags, lead=False)
+        return _Piece(f'"{{" {body.lark} "}}"', body.max_bytes + 2)
+    if name == "shares":  # lab -> share, the labs in any order (a repeated key: the last counts)
+        if not shares_keys:
+            return None
+        key = _choice(shares_keys)
+        one = f'{key.lark} {_lit(": ")} {NUMBER}'
+        n = len(shares_keys)
+        tail = f' ({_lit(", ")} {one}){{0,{n - 1}}}' if n > 1 else ""
+        return _Piece(f'"{{" {one}{tail} "}}"', 2 + n * (key.max_bytes + 2 + _NUMBER_BYTES + 2))
+    if kind == "integer":
+        return _Piece(ROUNDS, 2)
+    if kind == "number":
+        return _Piece(NUMBER, _NUMBER_BYTES)
+    raise ValueError(f"no grammar for {action}.{name} ({kind})")  # a new tool field: give it one
+
+
+@dataclass(frozen=True, slots=True)
+class ActionGrammar:
+    """The replies allowed on one turn: ``lark`` (an llguidance Lark grammar), the ``actions`` it
+    offers, and ``max_bytes``, a bound on a reply's length (a decoder allowed that many new tokens
+    always reaches the end of a sentence: every token writes at least one byte)."""
+
+    lark: str
+    actions: tuple[str, ...]
+    max_bytes: int
+
+
+def action_grammar(legal: Mapping[str, Mapping[str, Sequence[str]]], mode: str = "tools",
+                   labs: Sequence[str] = ()) -> ActionGrammar:
+    """The grammar of a reply in ``mode`` (``"tools"``: the ``<tool_call>`` block of the Qwen2.5
+    template the checkpoints use; ``"json"``: one JSON object with ``action_type``) given the seat's
+    :func:`legal_ids`. ``labs``: the keys a ``form_coalition``'s shares may name (the seat and its
+    partners); without them shares are keyed by the partners alone."""
+    partners = legal.get("form_coalition", {}).get("member_lab_ids", [])
+    shares_keys = list(labs) or list(partners)
+    rules: list[str] = []
+    actions: list[str] = []
+    longest = 0
+    for tool in action_tools():
+        fn = tool["function"]
+        action, params = str(fn["name"]), fn["parameters"]
+        ids = legal.get(action, {})
+        required = set(params.get("required", ()))
+        members: list[tuple[str, _Piece, bool]] = []
+        for name, schema in params["properties"].items():
+            piece = _value(action, name, schema, ids, shares_keys)
+            if piece is None:
+                if name in required:
+                    break  # a required id with no legal value: the action is not offered
                 continue
-            self.exact.setdefault(s, []).append(i)
-            for k in range(1, len(s) + 1):
-                self.starting.setdefault(s[:k], []).append(i)
-
-    def continuing(self, partial: str, values: Sequence[str]) -> set[int]:
-        """Tokens after which the value typed so far (``partial``) is still the beginning of one of
-        ``values`` followed by its closing quote, or which close such a value (and may go on past
-        the quote: ``"]``, ``",``)."""
-        out: set[int] = set()
-        for v in values:
-            full = v + '"'
-            if not full.startswith(partial):
-                continue
-            rest = full[len(partial):]
-            for k in range(1, len(rest)):
-                out.update(self.exact.get(rest[:k], ()))
-            out.update(self.starting.get(rest, ()))
-        return out
+            members.append((name, piece, name in required))
+        else:
+            if mode == "tools":
+                body = _object(members, lead=False)
+                head = f'<tool_call>\n{{"name": {json.dumps(action)}, "arguments": {{'
+                tail = "}}\n</tool_call>"
+            else:
+                body = _object(members, lead=True)
+                head = f'{{"action_type": {json.dumps(action)}'
+                tail = "}"
+            rules.append(f"a_{action}: {_lit(head)} {body.lark} {_lit(tail)}")
+            actions.append(action)
+            longest = max(longest, len(head.encode()) + body.max_bytes + len(tail))
+    start = "start: " + " | ".join(f"a_{a}" for a in actions)
+    return ActionGrammar("\n".join([start, *rules]), tuple(actions), longest)
 
 
-_INDEX_ATTR = "_gpu_arena_token_index"
+# ---------------------------------------------------------------------- decoding with llguidance
+
+_TOKENIZER_ATTR = "_gpu_arena_grammar_tokenizer"
+_LONGEST_TOKEN = 1000  # llguidance's token trie takes tokens of up to 1,024 bytes
 
 
-def token_index(tokenizer: Any) -> TokenIndex:
-    """One :class:`TokenIndex` per tokenizer object (building it decodes the whole vocabulary), kept
-    on the tokenizer itself: a cache keyed by ``id()`` would hand a new tokenizer the index of a
-    freed one that had the same id."""
-    index = getattr(tokenizer, _INDEX_ATTR, None)
-    if index is None:
-        index = TokenIndex(tokenizer)
-        setattr(tokenizer, _INDEX_ATTR, index)
-    return index
+def _token_bytes(tokenizer: Any) -> list[bytes] | None:
+    """Each token's bytes for a byte-level BPE (None for other tokenizers). Special tokens, and
+    tokens too long for llguidance's trie, become named special tokens: never in any action."""
+    from transformers.convert_slow_tokenizer import bytes_to_unicode
+
+    inverse = {c: b for b, c in bytes_to_unicode().items()}
+    special = set(tokenizer.all_special_ids) | set(tokenizer.added_tokens_decoder)
+    out: list[bytes] = []
+    for i in range(len(tokenizer)):
+        piece = tokenizer.convert_ids_to_tokens(i)
+        if i in special:
+            out.append(b"\xff" + str(piece).encode())
+            continue
+        if piece is None or any(c not in inverse for c in piece):
+            return None
+        raw = bytes(inverse[c] for c in piece)
+        out.append(raw if len(raw) <= _LONGEST_TOKEN else b"\xff[long_%d]" % i)
+    return out
 
 
-class IdConstraint:
-    """A ``transformers`` logits processor for a batch of replies: row ``r`` may only write ids from
-    ``legal[r]`` (:func:`legal_ids`) while it is inside an id field's value. ``prompt_width`` is
-    where the generated tokens start in ``input_ids`` (left-padded batches share it). A row whose
-    field has no legal id, or whose partial value matches none, is left alone: the rules refuse it
-    as they would have."""
+class _Vocabulary:
+    """A tokenizer as llguidance's ``TokenizerWrapper`` expects it."""
 
-    def __init__(self, tokenizer: Any, legal: Sequence[Mapping[str, Mapping[str, Sequence[str]]] | None],
-                 prompt_width: int) -> None:
+    def __init__(self, tokenizer: Any, tokens: list[bytes]) -> None:
+        self._tokenizer = tokenizer
+        self.tokens = tokens
+        self.eos_token_id = tokenizer.eos_token_id
+        self.bos_token_id = tokenizer.bos_token_id
+        self.special_token_ids = sorted(set(tokenizer.all_special_ids) | set(tokenizer.added_tokens_decoder))
+
+    def __call__(self, text: str | bytes) -> list[int]:
+        s = text.decode("utf-8", "replace") if isinstance(text, bytes) else text
+        return list(self._tokenizer.encode(s, add_special_tokens=False))
+
+
+def grammar_tokenizer(tokenizer: Any) -> Any:
+    """One ``llguidance.LLTokenizer`` per tokenizer object, kept on the tokenizer itself. A fast
+    tokenizer goes through llguidance's own converter; the byte-level BPEs this project trains may
+    hold pieces longer than its trie takes (whole tool lists of the prompt), so theirs are listed
+    byte by byte with those pieces out of reach."""
+    import llguidance
+    import llguidance.hf
+
+    cached = getattr(tokenizer, _TOKENIZER_ATTR, None)
+    if cached is not None:
+        return cached
+    tokens = _token_bytes(tokenizer)
+    if tokens is not None:
+        built = llguidance.LLTokenizer(llguidance.TokenizerWrapper(_Vocabulary(tokenizer, tokens)))
+    else:
+        built = llguidance.hf.from_tokenizer(tokenizer)
+    setattr(tokenizer, _TOKENIZER_ATTR, built)
+    return built
+
+
+class GrammarConstraint:
+    """A ``transformers`` logits processor for a batch of replies: row ``r`` may only write a
+    sentence of ``grammars[r]`` (None: the row is free). ``prompt_width`` is where the generated
+    tokens start in ``input_ids`` (left-padded batches share it). Give ``generate`` at least
+    :meth:`max_new_tokens` new tokens and every constrained row ends with a complete action.
+
+    Rows advance their llguidance matcher by the tokens generated since the last call; the masks of
+    a step are computed together (``LLExecutor``, on llguidance's threads). ``errors`` counts rows
+    whose matcher failed (a token outside the mask: never, unless ``generate`` was given other
+    processors that change the choice after this one)."""
+
+    def __init__(self, tokenizer: Any, grammars: Sequence[ActionGrammar | None], prompt_width: int) -> None:
+        import llguidance
+
         self.tokenizer = tokenizer
-        self.index = token_index(tokenizer)
-        self.legal = list(legal)
+        self.grammars = list(grammars)
         self.prompt_width = prompt_width
+        lltok = grammar_tokenizer(tokenizer)
+        self.vocab = int(lltok.vocab_size)
+        self.matchers = [None if g is None else llguidance.LLMatcher(lltok, g.lark, log_level=0)
+                         for g in self.grammars]
+        for g, m in zip(self.grammars, self.matchers, strict=True):
+            if m is not None and m.is_error():
+                raise ValueError(f"invalid action grammar: {m.get_error()}\n{g.lark if g else ''}")
+        self.executor = llguidance.LLExecutor()
+        self.fed = [0] * len(self.matchers)
+        self.errors = 0
+
+    def max_new_tokens(self, at_least: int = 0) -> int:
+        """A token budget that lets every constrained row finish (one byte per token at worst, then
+        the end token)."""
+        return max([at_least] + [g.max_bytes + 1 for g in self.grammars if g is not None])
 
     def __call__(self, input_ids: Any, scores: Any) -> Any:
-        for row, allowed in enumerate(self.legal):
-            if not allowed:
+        import numpy as np
+        import torch
+        from llguidance.torch import allocate_token_bitmask, fill_next_token_bitmask_par
+
+        generated = int(input_ids.shape[1]) - self.prompt_width
+        live: list[tuple[Any, int]] = []
+        for row, m in enumerate(self.matchers):
+            if m is None or m.is_error():
                 continue
-            text = self.tokenizer.decode(input_ids[row, self.prompt_width:], skip_special_tokens=False)
-            where = open_field(text)
-            if where is None:
-                continue
-            action, name, partial = where
-            values = (allowed.get(action) or {}).get(name)
-            if not values:
-                continue
-            keep = self.index.continuing(partial, values)
-            if not keep:
-                continue
-            mask = scores.new_full((scores.shape[-1],), float("-inf"))
-            ids = [i for i in keep if i < scores.shape[-1]]
-            mask[ids] = 0.0
-            scores[row] = scores[row] + mask
+            if self.fed[row] < generated:
+                new = input_ids[row, self.prompt_width + self.fed[row]:].tolist()
+                self.fed[row] = generated
+                if m.is_stopped():
+                    continue  # the row has ended; generate pads it
+                if not m.consume_tokens(new):
+                    self.errors += 1
+                    continue
+            if not m.is_stopped():
+                live.append((m, row))
+        if not live:
+            return scores
+        bitmask = allocate_token_bitmask(int(scores.shape[0]), self.vocab)
+        fill_next_token_bitmask_par(self.executor, live, bitmask)
+        bits = np.unpackbits(bitmask.numpy().view(np.uint8), axis=1, bitorder="little")
+        width = int(scores.shape[-1])
+        allowed = np.zeros((bits.shape[0], width), dtype=bool)
+        n = min(width, self.vocab)
+        allowed[:, :n] = bits[:, :n].astype(bool)
+        rows = [row for _, row in live]
+        blocked = ~torch.from_numpy(allowed[rows]).to(scores.device)
+        scores[rows] = scores[rows].masked_fill(blocked, float("-inf"))
         return scores
 
 
-__all__ = ["FIELDS", "IdConstraint", "TokenIndex", "legal_ids", "open_field", "token_index"]
+def seat_grammar(view: Any, mode: str = "tools") -> ActionGrammar:
+    """The grammar of a reply for the seat whose observation is ``view``."""
+    labs = [view.controlled_lab_id, *legal_ids(view)["form_coalition"]["member_lab_ids"]]
+    return action_grammar(legal_ids(view), mode, labs)
+
+
+__all__ = ["FIELDS", "ActionGrammar", "GrammarConstraint", "action_grammar", "grammar_tokenizer", "legal_ids",
+           "seat_grammar"]

@@ -109,8 +109,8 @@ class BatchedSampler:
 
     ``temperature=0`` decodes greedily. ``max_new_tokens`` caps one answer (an action takes 5-35
     tokens). ``batch_size`` bounds how many episodes are played together; their prompts of a round
-    are generated in length-sorted groups of ``group_size``. ``constrained`` decodes id fields as
-    ``llm:hf:DIR?constrained=1`` does (:mod:`gpu_arena.llm.constrain`). The model is used
+    are generated in length-sorted groups of ``group_size``. ``constrained`` decodes under the seat's
+    action grammar as ``llm:hf:DIR?constrained=1`` does (:mod:`gpu_arena.llm.constrain`). The model is used
     in eval mode under ``torch.inference_mode`` and left as it was found.
     """
 
@@ -130,7 +130,7 @@ class BatchedSampler:
         # (e.g. random_valid: a valid move with no expertise in it, so the reward alone decides)
         self.proposal = proposal
         self.group_size = group_size
-        # id fields decoded under the seat's legal ids (gpu_arena.llm.constrain), as llm:hf:DIR?constrained=1
+        # replies decoded under the seat's action grammar (gpu_arena.llm.constrain), as llm:hf:DIR?constrained=1
         self.constrained = constrained
         self.tools = action_tools()
 
@@ -236,13 +236,13 @@ class BatchedSampler:
             rollout.valid_turns += 1
         return o
 
-    def legal(self, envs: Sequence[Any]) -> list[dict[str, dict[str, list[str]]]] | None:
-        """The legal ids of each environment's seat, when decoding is constrained (else None)."""
+    def legal(self, envs: Sequence[Any]) -> list[Any] | None:
+        """The action grammar of each environment's seat, when decoding is constrained (else None)."""
         if not self.constrained:
             return None
-        from ..llm.constrain import legal_ids
+        from ..llm.constrain import seat_grammar
 
-        return [legal_ids(env.episode.observe(self.seat)) for env in envs]
+        return [seat_grammar(env.episode.observe(self.seat)) for env in envs]
 
     def propose(self, env: Any, seed: int) -> Answer:
         """The proposal policy's action for the seat's current view, as a tool call."""
@@ -259,7 +259,7 @@ class BatchedSampler:
         ``group_size`` prompts. Large groups are faster on the CPU: a small model's decoding steps
         cost more than the padded prefill (64 greedy episodes: 26 s in one group of 64, 69 s in
         groups of 16), so the default takes a round's prompts in one ``generate``. ``legal[i]``:
-        conversation ``i``'s legal ids, for constrained decoding."""
+        conversation ``i``'s action grammar, for constrained decoding."""
         tok = self.tokenizer
         prompts = [list(tok.apply_chat_template(m, tools=self.tools, add_generation_prompt=True, tokenize=True,
                                                 return_dict=False)) for m in batch]
@@ -294,9 +294,12 @@ class BatchedSampler:
         if legal is not None:
             from transformers import LogitsProcessorList
 
-            from ..llm.constrain import IdConstraint
+            from ..llm.constrain import GrammarConstraint
 
-            kwargs["logits_processor"] = LogitsProcessorList([IdConstraint(tok, legal, width)])
+            grammar = GrammarConstraint(tok, legal, width)
+            # room for the longest reply the grammar allows: every constrained answer is complete
+            kwargs["max_new_tokens"] = grammar.max_new_tokens(self.max_new_tokens)
+            kwargs["logits_processor"] = LogitsProcessorList([grammar])
         was_training = model.training
         model.eval()
         t0 = time.perf_counter()
