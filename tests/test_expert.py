@@ -12,7 +12,8 @@ from gpu_arena.core.valuation import LabValuer
 from gpu_arena.core.views import observe
 from gpu_arena.core.worldgen import generate_world
 from gpu_arena.policies import make_policy
-from gpu_arena.policies.expert import OraclePolicy, RuleExpertPolicy
+from gpu_arena.policies.expert import RuleExpertPolicy
+from gpu_arena.policies.oracle import OraclePolicy
 from gpu_arena.policies.planning import OwnPlanner
 from helpers import act, block, job, make_world
 

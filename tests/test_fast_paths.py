@@ -16,11 +16,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gpu_arena.core import valuation as V
+from gpu_arena.core import allocation as V
+from gpu_arena.core.allocation import job_value
 from gpu_arena.core.engine import Episode
 from gpu_arena.core.policy import RandomPolicy
 from gpu_arena.core.types import ASSIGNED, TASKS, BlockStatus, World
-from gpu_arena.core.valuation import LabValuer, job_value, member_share_value, valid_hours
+from gpu_arena.core.valuation import LabValuer, member_share_value, valid_hours
 from gpu_arena.core.views import (
     EVENT_HISTORY,
     MESSAGE_HISTORY,
@@ -260,7 +261,7 @@ def test_packed_dp_and_memoised_solve_equal_the_plain_dp(blocks, jobs, budget_li
     assert fr.neg_e == tuple(frontier.values())
     assert fr.base == tuple(ref_value(jobs, s) for s in frontier)
     for budget in budget_list:
-        assert V._solve(blocks, jobs, budget) == ref_solve(blocks, jobs, budget)
+        assert V.solve(blocks, jobs, budget) == ref_solve(blocks, jobs, budget)
     # the per-job values, summed job by job (large frontiers) or state by state (small ones)
     assert fr.vals == tuple(tuple(job_value(j[4], j[0], j[5], h) for j, h in zip(jobs, s, strict=True))
                             for s in frontier)
@@ -279,7 +280,7 @@ def test_batched_what_if_prices_equal_the_scalar_scan(blocks, jobs, extras, budg
     fresh()
     assert V.with_extras(blocks, jobs, extras, budget) == expected
     fresh()
-    assert [V._with_extra(blocks, jobs, e, budget) for e in extras] == expected
+    assert [V.with_extra(blocks, jobs, e, budget) for e in extras] == expected
 
 
 def test_near_ties_are_replayed_by_the_scalar_rule():
@@ -371,9 +372,9 @@ def test_a_budget_that_binds_no_plan_shares_the_unbounded_memo():
     assert fr.budget_for(100.0) == float("inf") and fr.budget_for(1.5) == 1.5
     assert fr.budget_for(2.5, energy=1.0) == 2.5  # an extra block's energy counts against the budget
     assert fr.budget_for(3.5, energy=1.0) == float("inf")
-    assert V._solve(blocks, jobs, 100.0) == V._solve(blocks, jobs, 50.0) == ref_solve(blocks, jobs, 100.0)
+    assert V.solve(blocks, jobs, 100.0) == V.solve(blocks, jobs, 50.0) == ref_solve(blocks, jobs, 100.0)
     assert set(fr.solved) == {float("inf")}
-    assert V._solve(blocks, jobs, 1.5) == ref_solve(blocks, jobs, 1.5) != ref_solve(blocks, jobs, 100.0)
+    assert V.solve(blocks, jobs, 1.5) == ref_solve(blocks, jobs, 1.5) != ref_solve(blocks, jobs, 100.0)
     assert set(fr.solved) == {float("inf"), 1.5}
 
 

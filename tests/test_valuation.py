@@ -9,17 +9,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gpu_arena.core import valuation
+from gpu_arena.core import welfare
+from gpu_arena.core.allocation import job_value
+from gpu_arena.core.milp import welfare_milp
 from gpu_arena.core.types import SPLITS, TASKS, BlockStatus
-from gpu_arena.core.valuation import (
-    LabValuer,
-    _welfare_milp,
-    best_allocation,
-    block_fits,
-    job_value,
-    social_optimum,
-    welfare_lower_bound,
-)
+from gpu_arena.core.valuation import LabValuer, best_allocation, block_fits
+from gpu_arena.core.welfare import social_optimum, welfare_lower_bound
 from gpu_arena.core.worldgen import generate_world
 from helpers import block, job, make_world
 
@@ -101,7 +96,7 @@ def test_social_optimum_matches_brute_force(bspec, jspec):
     blocks, jobs = list(w.blocks.values()), list(w.jobs.values())
     exact = brute_force(blocks, jobs)
     assert social_optimum(blocks, jobs) == pytest.approx(exact, abs=1e-6)
-    assert _welfare_milp(blocks, jobs) == pytest.approx(exact, abs=1e-6)  # the fallback
+    assert welfare_milp(blocks, jobs) == pytest.approx(exact, abs=1e-6)  # the fallback
     assert welfare_lower_bound(blocks, jobs) <= exact + 1e-9
 
 
@@ -122,7 +117,7 @@ def test_social_optimum_with_identical_blocks_and_jobs_matches_brute_force(bspec
     blocks, jobs = list(w.blocks.values()), list(w.jobs.values())
     exact = brute_force(blocks, jobs)
     assert social_optimum(blocks, jobs) == pytest.approx(exact, abs=1e-6)
-    assert _welfare_milp(blocks, jobs) == pytest.approx(exact, abs=1e-6)
+    assert welfare_milp(blocks, jobs) == pytest.approx(exact, abs=1e-6)
 
 
 # settings of the exact search that change how much it prunes or how it stores states, never
@@ -146,7 +141,7 @@ def test_search_settings_do_not_change_the_optimum(overrides, bspec, jspec):
     blocks, jobs = list(w.blocks.values()), list(w.jobs.values())
     with pytest.MonkeyPatch.context() as mp:
         for name, value in overrides.items():
-            mp.setattr(valuation, name, value)
+            mp.setattr(welfare, name, value)
         assert social_optimum(blocks, jobs) == pytest.approx(brute_force(blocks, jobs), abs=1e-6)
 
 
@@ -179,8 +174,8 @@ def test_search_bounds_never_undercut_what_a_state_can_reach(bspec, jspec):
     """Every partial assignment of the first k blocks (in the search's order): both bounds are at
     least the best welfare any completion of it reaches."""
     w = build(bspec, jspec, owner_of=lambda i: f"lab_{i % 2}")
-    for part_blocks, part_jobs in valuation._welfare_components(list(w.blocks.values()), list(w.jobs.values())):
-        search = valuation._WelfareSearch(part_blocks, part_jobs)
+    for part_blocks, part_jobs in welfare._welfare_components(list(w.blocks.values()), list(w.jobs.values())):
+        search = welfare._WelfareSearch(part_blocks, part_jobs)
         for k in range(search.n + 1):
             for prefix in itertools.product(range(-1, search.nj), repeat=k):
                 state = _walk(search, 0, [0] * search.nj, 0.0, prefix)
@@ -207,13 +202,13 @@ GENERATED = [(task, split, seed) for task in TASKS for split in SPLITS for seed 
 def test_social_optimum_matches_the_milp_on_generated_worlds(task, split, seed):
     w = generate_world(task, split, seed)
     blocks, jobs = list(w.blocks.values()), list(w.jobs.values())
-    reference = _welfare_milp(blocks, jobs)
+    reference = welfare_milp(blocks, jobs)
     assert social_optimum(blocks, jobs) == pytest.approx(reference, abs=1e-6)
     if task == "coalition_market":  # big enough for the beam and the knapsack bound to matter
         for overrides in SEARCH_SETTINGS[:3]:
             with pytest.MonkeyPatch.context() as mp:
                 for name, value in overrides.items():
-                    mp.setattr(valuation, name, value)
+                    mp.setattr(welfare, name, value)
                 assert social_optimum(blocks, jobs) == pytest.approx(reference, abs=1e-6)
 
 
@@ -225,10 +220,10 @@ def test_the_milp_takes_over_past_the_state_budget(monkeypatch):
 
     def milp(part_blocks, part_jobs):
         calls.append(len(part_blocks))
-        return _welfare_milp(part_blocks, part_jobs)
+        return welfare_milp(part_blocks, part_jobs)
 
-    monkeypatch.setattr(valuation, "_welfare_milp", milp)
-    monkeypatch.setattr(valuation, "_WELFARE_MAX_STATES", 10)
+    monkeypatch.setattr(welfare, "welfare_milp", milp)
+    monkeypatch.setattr(welfare, "_WELFARE_MAX_STATES", 10)
     assert social_optimum(blocks, jobs) == pytest.approx(searched, abs=1e-6)
     assert calls  # the budget was hit and the MILP answered
 
@@ -242,7 +237,7 @@ def test_blocks_without_hours_change_nothing():
     empty = block("b_z", "lab_0", gpus=0, start=1, duration=1, rel=0.9, energy=0.1)
     with_empty = social_optimum([*blocks, empty], jobs)
     assert with_empty == pytest.approx(social_optimum(blocks, jobs), abs=1e-9)
-    assert with_empty == pytest.approx(_welfare_milp(blocks, jobs), abs=1e-6)
+    assert with_empty == pytest.approx(welfare_milp(blocks, jobs), abs=1e-6)
 
 
 def test_independent_sub_worlds_add_up():
@@ -255,7 +250,7 @@ def test_independent_sub_worlds_add_up():
     jobs_late = [job("j_1_1", "lab_1", hours=8, deadline=12, value=50.0, min_rel=0.9)]
     w = make_world(early + late, jobs_early + jobs_late)
     whole = social_optimum(list(w.blocks.values()), list(w.jobs.values()))
-    assert len(valuation._welfare_components(list(w.blocks.values()), list(w.jobs.values()))) == 2
+    assert len(welfare._welfare_components(list(w.blocks.values()), list(w.jobs.values()))) == 2
     parts = social_optimum(early, jobs_early) + social_optimum(late, jobs_late)
     assert whole == pytest.approx(parts, abs=1e-9)
     assert whole == pytest.approx(brute_force(early + late, jobs_early + jobs_late), abs=1e-9)

@@ -9,7 +9,8 @@ import pytest
 from gpu_arena.core.serialize import world_to_dict
 from gpu_arena.core.tasks import task_params
 from gpu_arena.core.types import TASKS
-from gpu_arena.core.valuation import LabValuer, block_fits, social_optimum, welfare_lower_bound
+from gpu_arena.core.valuation import LabValuer, block_fits
+from gpu_arena.core.welfare import social_optimum, welfare_lower_bound
 from gpu_arena.core.worldgen import generate_world
 
 

@@ -40,8 +40,9 @@ from .types import (
     RejectedAction,
     World,
 )
-from .valuation import LabValuer, potential_parts, social_optimum
+from .valuation import LabValuer, potential_parts
 from .views import ResultView, SeatView, WorldIndex, observe
+from .welfare import social_optimum
 from .worldgen import generate_world
 
 if TYPE_CHECKING:

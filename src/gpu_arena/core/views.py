@@ -11,8 +11,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from .allocation import BlockKey
 from .types import ASSIGNED, PLANNABLE, Block, BlockStatus, Job, World
-from .valuation import BlockKey, LabValuer, Plan, member_share_value
+from .valuation import LabValuer, Plan, member_share_value
 
 MESSAGE_HISTORY = 20
 # market blocks priced for the seat (marginal value, best job): those it could still come to hold
@@ -251,7 +252,7 @@ class WorldIndex:
                 (b.block_id, (*common, jid, b.reserved_for, b.coalition_id, b.no_resale, b.must_allocate)))
             if status not in _GONE or start > r:
                 market.append((b, owner, (*common, None, None, b.coalition_id, b.no_resale, False),
-                               (gpu_hours, end, b.reliability, b.energy_cost * gpu_hours)  # _block_key(b)
+                               (gpu_hours, end, b.reliability, b.energy_cost * gpu_hours)  # valuation.block_key(b)
                                if start > r and status in _PRICED else None))
         self.owned = owned
         self.market = market

@@ -22,7 +22,8 @@ from .types import (
     TaskParams,
     World,
 )
-from .valuation import best_allocation, block_fits, welfare_lower_bound
+from .valuation import best_allocation, block_fits
+from .welfare import welfare_lower_bound
 
 GPU_COUNTS: tuple[int, ...] = (1, 2, 2, 4, 4, 8)
 ARCHETYPES: tuple[str, ...] = ("cooperative", "selfish", "deadline_panicked", "deceptive", "retaliatory")

@@ -26,7 +26,7 @@ from ..core.engine import world_fingerprint
 from ..core.policy import seat_view
 from ..core.rules import AWARD_RULES
 from ..core.types import REWARD_COLUMNS
-from ..core.valuation import social_optimum
+from ..core.welfare import social_optimum
 from ..core.worldgen import generate_world
 from ..env import GpuArenaEnv
 from ..policies import install_plugins, make_policy, plugins

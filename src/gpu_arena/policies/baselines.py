@@ -9,8 +9,9 @@ from __future__ import annotations
 from typing import Any
 
 from ..core.types import Action
-from .expert import OraclePolicy, RuleExpertPolicy
+from .expert import RuleExpertPolicy
 from .negotiator import Negotiator
+from .oracle import OraclePolicy
 
 __all__ = ["AlwaysAcceptPolicy", "GreedyHoarderPolicy", "OraclePolicy", "RuleExpertPolicy"]
 

@@ -37,6 +37,15 @@ def run_energy(blocks: Iterable[Any]) -> float:
     return sum(b.energy_cost * b.gpu_hours for b in blocks)
 
 
+def urgency_of(rounds_left: Iterable[int]) -> float:
+    """0 when deadlines are far, toward 1 when the nearest is next round (``rounds_left``: rounds
+    to each open job's deadline)."""
+    left = list(rounds_left)
+    if not left:
+        return 0.0
+    return 1.0 / max(1, min(left))
+
+
 class Negotiator:
     """Scripted seat. ``act(observation)`` reads only the seat's own view."""
 
@@ -70,15 +79,16 @@ class Negotiator:
 
     def urgency(self, obs: Any) -> float:
         """0 when deadlines are far, toward 1 when an open job's deadline is next round."""
-        left = [j.deadline_round - obs.round_index for j in obs.private_jobs if j.status == "open"]
-        if not left:
-            return 0.0
-        return 1.0 / max(1, min(left))
+        return urgency_of(j.deadline_round - obs.round_index for j in obs.private_jobs if j.status == "open")
 
     def threshold(self, obs: Any, at_stake: float) -> float:
         """Money a deal must gain this lab before it says yes: its margin on the value at stake in
         the deal (the blocks it gives and gets, at its own valuation), melting as deadlines near."""
-        melt = 1.0 / (1.0 + self.deadline_sensitivity * self.urgency(obs) * 3.0)
+        return self.threshold_at(at_stake, self.urgency(obs))
+
+    def threshold_at(self, at_stake: float, urgency: float) -> float:
+        """:meth:`threshold` at a given urgency (the oracle predicts other labs' answers with it)."""
+        melt = 1.0 / (1.0 + self.deadline_sensitivity * urgency * 3.0)
         return self.acceptance_margin * max(1.0, at_stake) * melt + 0.01
 
     def at_stake(self, obs: Any, offer: Any) -> float:
@@ -91,7 +101,11 @@ class Negotiator:
 
     def opening_share(self, obs: Any) -> float:
         """Share of a block's value offered when buying: rises with urgency and with each retry."""
-        return min(0.95, self.risk * (1.0 + self.deadline_sensitivity * self.urgency(obs)))
+        return self.opening_share_at(self.urgency(obs))
+
+    def opening_share_at(self, urgency: float) -> float:
+        """:meth:`opening_share` at a given urgency."""
+        return min(0.95, self.risk * (1.0 + self.deadline_sensitivity * urgency))
 
     def refuses(self, obs: Any, lab: str) -> bool:
         return self.retaliation_memory > 0 and self.grudges.get(lab, -1) >= obs.round_index

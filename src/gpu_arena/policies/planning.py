@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from ..core.valuation import _solve, job_value
+from ..core.allocation import job_value, solve
 
 PLANNABLE = ("free", "reserved")
 
@@ -60,7 +60,7 @@ class OwnPlanner:
         drop = set(without)
         blocks: Sequence[Any] = [b for b in self.blocks if b.block_id not in drop] + [
             b for b in extra if b.start_round > self.round_index]
-        value, energy, choices = _solve(tuple(block_key(b) for b in blocks), self.job_keys,
+        value, energy, choices = solve(tuple(block_key(b) for b in blocks), self.job_keys,
                                         max(0.0, self.budget + money))
         assignment = {b.block_id: self.jobs[k].job_id for b, k in zip(blocks, choices, strict=True) if k >= 0}
         return value, energy, assignment

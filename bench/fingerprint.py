@@ -1,0 +1,104 @@
+"""A fingerprint of the environment's behaviour, to show that a refactor changed none of it.
+
+Plays the scripted baselines in seat ``lab_0`` over holdout worlds of every task (the holdout
+table's rows), and hashes three things separately (SHA-256 of canonical JSON):
+
+- ``rows``: every evaluation row (return, reward columns, welfare, deal and breach rates, ...);
+- ``observations``: every seat's view (with and without decision aids) after every step, and the
+  controlled seat's wire observation;
+- ``transcripts``: every episode's transcript and per-lab returns.
+
+Run it before and after a change: equal hashes mean no behaviour changed. Prints JSON; decision
+0021 records the hashes of the redesign. Usage: ``python bench/fingerprint.py [--seeds N]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import hashlib
+import json
+import time
+from typing import Any
+
+from gpu_arena.core.policy import seat_view
+from gpu_arena.core.types import TASKS
+from gpu_arena.env import GpuArenaEnv
+from gpu_arena.evaluation.runner import episode_result, world_optimum
+from gpu_arena.policies import BASELINES, make_policy
+
+
+def _plain(value: Any) -> Any:
+    """JSON-ready form of views and results: dataclasses as dicts, tuples and sets as lists (so a
+    representation change alone — a list become a tuple — does not change the hash)."""
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: _plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    if isinstance(value, (set, frozenset)):
+        return sorted(_plain(v) for v in value)
+    if isinstance(value, float):
+        return round(value, 9)
+    if hasattr(value, "model_dump"):
+        return _plain(value.model_dump(mode="json"))
+    return value
+
+
+class _Hash:
+    def __init__(self) -> None:
+        self.h = hashlib.sha256()
+
+    def add(self, value: Any) -> None:
+        self.h.update(json.dumps(_plain(value), sort_keys=True).encode())
+
+    def hex(self) -> str:
+        return self.h.hexdigest()
+
+
+def fingerprint(seeds: int = 3) -> dict[str, Any]:
+    rows, observations, transcripts = _Hash(), _Hash(), _Hash()
+    episodes = 0
+    t0 = time.perf_counter()
+    for task in TASKS:
+        for seed in range(seeds):
+            optimum = world_optimum(task, "holdout", seed)[1]
+            rows.add({"task": task, "seed": seed, "optimum": optimum})
+            for policy in BASELINES:
+                env = GpuArenaEnv(task=task, split="holdout")
+                obs = env.reset(seed=seed)
+                episode = env.episode
+                assert episode is not None
+                driver = make_policy(policy, seed=seed)
+                total, steps = 0.0, 0
+                sums: dict[str, float] = {}
+                while not obs.done:
+                    obs = env.step(driver.act(seat_view(driver, episode, "lab_0")))
+                    total += obs.reward or 0.0
+                    steps += 1
+                    for c, v in obs.reward_breakdown.items():
+                        sums[c] = sums.get(c, 0.0) + v
+                    wire = obs.model_dump(mode="json")
+                    wire.get("metadata", {}).pop("episode_id", None)  # a fresh UUID per episode
+                    observations.add(wire)
+                    for lab in sorted(episode.world.labs):
+                        observations.add(episode.observe(lab))
+                        observations.add(episode.observe(lab, aids=False))
+                result = episode_result(env, policy, task, "holdout", seed, episode_return=total, columns=sums,
+                                        steps=steps, optimum=optimum, keep_replay=False)
+                rows.add(dataclasses.replace(result, replay=None, llm_usage=None))
+                transcripts.add({"transcript": episode.transcript, "returns": episode.returns})
+                episodes += 1
+    return {"episodes": episodes, "seconds": round(time.perf_counter() - t0, 1), "rows": rows.hex(),
+            "observations": observations.hex(), "transcripts": transcripts.hex()}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seeds", type=int, default=3, help="holdout seeds per task (0..N-1)")
+    print(json.dumps(fingerprint(parser.parse_args().seeds), indent=2))
+
+
+if __name__ == "__main__":
+    main()

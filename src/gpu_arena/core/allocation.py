@@ -1,0 +1,318 @@
+"""The allocation dynamic program: a lab's best use of its blocks for its jobs, on packed keys.
+
+Blocks and jobs enter as plain tuples (:data:`BlockKey`, :data:`JobKey`) so results can be cached
+by value. :func:`solve` is an exact dynamic program over blocks whose state is the capped hours per
+job (capping is exact because a job's value stops growing at its requirement); a solved
+:class:`_Frontier` also prices one more block, or many (:func:`with_extras`), without solving
+again. :mod:`gpu_arena.core.valuation` builds a lab's plans and potential on it, and
+:mod:`gpu_arena.core.welfare` the planner's greedy allocation.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from functools import lru_cache
+
+import numpy as np
+
+# (hours, end_round, reliability, energy_total)
+BlockKey = tuple[int, int, float, float]
+# (required, fixed_hours, deadline, min_reliability, value (share-weighted), partial_credit)
+JobKey = tuple[int, int, int, float, float, float]
+
+
+def job_value(value: float, required: int, partial_credit: float, hours: float) -> float:
+    """Value of a job given the valid hours assigned to it."""
+    if hours >= required:
+        return value
+    if partial_credit <= 0.0 or hours <= 0:
+        return 0.0
+    return value * partial_credit * hours / required
+
+
+# DP states are the capped valid hours per job, packed into one int (mixed radix: job k's hours
+# times the product of (cap + 1) of the jobs before it): cheaper to build and hash than tuples
+Frontier = dict[int, float]  # state -> minus the least energy that reaches it
+# per block: state -> (previous state, job) for the states that block reached or improved; a state
+# missing from a block's map came through it unchanged (the block serves no job on that path)
+Parents = tuple[dict[int, tuple[int, int]], ...]
+
+
+def _radix(jobs: tuple[JobKey, ...]) -> tuple[tuple[int, int], ...]:
+    """(multiplier, radix) of each job's digit in a packed state."""
+    out = []
+    mult = 1
+    for j in jobs:
+        radix = max(j[0], 0) + 1
+        out.append((mult, radix))
+        mult *= radix
+    return tuple(out)
+
+
+def _dp(blocks: tuple[BlockKey, ...], jobs: tuple[JobKey, ...],
+        radix: tuple[tuple[int, int], ...]) -> tuple[Frontier, Parents]:
+    """Dynamic program over blocks. State: capped valid hours per job; kept: least energy to reach it.
+
+    Keeping only the least energy per state is exact both for the objective (value depends on the
+    state alone) and for the budget constraint on energy applied at the end. Its result is kept
+    by :func:`_frontier`, per (blocks, jobs). ``radix``: ``_radix(jobs)``.
+    """
+    frontier: Frontier = {sum(min(j[1], j[0]) * m for j, (m, _r) in zip(jobs, radix, strict=True)): 0.0}
+    parents = []
+    for hours, end, rel, energy in blocks:
+        options = [
+            (k, mult, r, req)
+            for k, ((req, _f, deadline, min_rel, value, _pc), (mult, r)) in enumerate(zip(jobs, radix, strict=True))
+            if end <= deadline and rel >= min_rel and value > 0 and req > 0
+        ]
+        par: dict[int, tuple[int, int]] = {}
+        parents.append(par)
+        if not options:
+            continue  # the block serves no job: every state passes through unchanged
+        nxt = dict(frontier)
+        get = nxt.get
+        for state, neg_e in frontier.items():
+            ne = neg_e - energy
+            for k, mult, r, cap in options:
+                h = state // mult % r
+                if h >= cap:
+                    continue
+                nh = h + hours
+                ns = state + ((cap if nh > cap else nh) - h) * mult  # capped: hours past the need never count
+                old = get(ns)
+                if old is None or ne > old + 1e-12:
+                    nxt[ns] = ne
+                    par[ns] = (state, k)
+        frontier = nxt
+    return frontier, tuple(parents)
+
+
+INF = float("inf")
+# up to this many (state, job) pairs a frontier's values are summed state by state, past it job by job
+_SMALL_FRONTIER = 48
+
+
+class _Frontier:
+    """The solved DP of one (blocks, jobs) pair, with everything priced off it memoised.
+
+    Built once per pair (see :func:`_frontier`). ``codes`` (packed) and ``states`` (hours per job)
+    with ``neg_e`` are the frontier in its own order; ``vals`` holds each state's per-job values and
+    ``base`` their sums, computed by the same scalar code and summation order as a direct
+    evaluation (``sum`` of ``job_value`` per job), so every price read off them is bit-identical to
+    it. ``max_energy`` is the largest energy of any state: a budget at least that large constrains
+    no plan, so results for such budgets are memoised under an infinite budget and shared by every
+    lab state that differs only in its money (``solved``: plans by budget; ``extras``: one-more-
+    block prices by block and budget).
+    """
+
+    __slots__ = ("_arrays", "_states", "_vals", "base", "codes", "extras", "jobs", "max_energy", "neg_e", "parents",
+                 "radix", "solved")
+
+    def __init__(self, blocks: tuple[BlockKey, ...], jobs: tuple[JobKey, ...]) -> None:
+        self.jobs = jobs
+        self.radix = _radix(jobs)
+        frontier, self.parents = _dp(blocks, jobs, self.radix)
+        self.codes = tuple(frontier)
+        self.neg_e = tuple(frontier.values())
+        self._states: tuple[tuple[int, ...], ...] | None = None
+        self._vals: tuple[tuple[float, ...], ...] | None = None
+        if len(self.codes) * len(jobs) <= _SMALL_FRONTIER:
+            self.base = tuple(sum(job_value(j[4], j[0], j[5], code // mult % r)
+                                  for j, (mult, r) in zip(jobs, self.radix, strict=True)) for code in self.codes)
+        else:
+            self.base = tuple(map(sum, self.vals))
+        self.max_energy = -min(self.neg_e)
+        self.solved: dict[float, tuple[float, float, tuple[int, ...]]] = {}
+        self.extras: dict[tuple[BlockKey, float], tuple[float, int]] = {}
+        self._arrays: tuple[np.ndarray, ...] | None = None
+
+    @property
+    def states(self) -> tuple[tuple[int, ...], ...]:
+        """Each state's hours per job, in frontier order."""
+        if self._states is None:
+            hours = [[code // mult % r for code in self.codes] for mult, r in self.radix]
+            self._states = tuple(zip(*hours, strict=True)) if self.jobs else ((),) * len(self.codes)
+        return self._states
+
+    @property
+    def vals(self) -> tuple[tuple[float, ...], ...]:
+        """Each state's value per job (a job's value depends on its own hours only, so each
+        (job, hours) pair is evaluated once)."""
+        if self._vals is None:
+            columns = []
+            for k, j in enumerate(self.jobs):
+                column = [state[k] for state in self.states]
+                table = {h: job_value(j[4], j[0], j[5], h) for h in set(column)}
+                columns.append(map(table.__getitem__, column))
+            self._vals = tuple(zip(*columns, strict=True)) if self.jobs else ((),) * len(self.codes)
+        return self._vals
+
+    def budget_for(self, budget: float, energy: float = 0.0) -> float:
+        """``budget``, or ∞ where it binds no state even with ``energy`` more to pay (same results)."""
+        return INF if budget + 1e-9 >= self.max_energy + energy else budget
+
+    def solve(self, budget: float) -> tuple[float, float, tuple[int, ...]]:
+        """Best assignment whose energy fits ``budget``: (value, energy, job index per block or -1)."""
+        budget = self.budget_for(budget)
+        hit = self.solved.get(budget)
+        if hit is not None:
+            return hit
+        limit = budget + 1e-9
+        best_i, best_total, best_value = -1, -INF, 0.0
+        for i, (neg_e, v) in enumerate(zip(self.neg_e, self.base, strict=True)):
+            if -neg_e > limit:
+                continue
+            if v + neg_e > best_total + 1e-12:
+                best_i, best_total, best_value = i, v + neg_e, v
+        assert best_i >= 0  # assigning nothing costs nothing and is always in the frontier
+        choices = [-1] * len(self.parents)
+        state = self.codes[best_i]
+        for i in range(len(self.parents) - 1, -1, -1):
+            step = self.parents[i].get(state)
+            if step is not None:  # else the state came through block i unchanged: it serves no job
+                state, choices[i] = step
+        out = self.solved[budget] = (best_value, best_value - best_total, tuple(choices))
+        return out
+
+    def arrays(self) -> tuple[np.ndarray, ...]:
+        """(states, neg_e, vals, base) as arrays, built on first use."""
+        if self._arrays is None:
+            n, n_jobs = len(self.states), len(self.jobs)
+            self._arrays = (np.array(self.states, dtype=np.int64).reshape(n, n_jobs),
+                            np.array(self.neg_e, dtype=np.float64),
+                            np.array(self.vals, dtype=np.float64).reshape(n, n_jobs),
+                            np.array(self.base, dtype=np.float64))
+        return self._arrays
+
+
+@lru_cache(maxsize=1 << 13)
+def _frontier(blocks: tuple[BlockKey, ...], jobs: tuple[JobKey, ...]) -> _Frontier:
+    return _Frontier(blocks, jobs)
+
+
+def solve(blocks: tuple[BlockKey, ...], jobs: tuple[JobKey, ...],
+           budget: float = INF) -> tuple[float, float, tuple[int, ...]]:
+    """Exact best assignment whose energy fits ``budget``: (value, energy, job index per block or -1)."""
+    return _frontier(blocks, jobs).solve(budget)
+
+
+def with_extra(blocks: tuple[BlockKey, ...], jobs: tuple[JobKey, ...], extra: BlockKey,
+                budget: float) -> tuple[float, int]:
+    """Best value − energy with one more block, from the cached frontier of ``blocks``, and the
+    job index the extra block serves in that best plan (-1: it serves none). Memoised per frontier;
+    :func:`with_extras` prices many blocks at once with the same results."""
+    fr = _frontier(blocks, jobs)
+    key = (extra, fr.budget_for(budget, extra[3]))
+    hit = fr.extras.get(key)
+    if hit is None:
+        hit = fr.extras[key] = _scan_extra(fr, extra, key[1])
+    return hit
+
+
+def _scan_extra(fr: _Frontier, extra: BlockKey, budget: float) -> tuple[float, int]:
+    """The scalar what-if: scan the frontier once for the best use of one more block."""
+    jobs = fr.jobs
+    hours, end, rel, energy = extra
+    fits = [k for k, (req, _f, deadline, min_rel, value, _pc) in enumerate(jobs)
+            if end <= deadline and rel >= min_rel and value > 0 and req > 0]
+    best, choice = -INF, -1
+    for state, neg_e, vals, base in zip(fr.states, fr.neg_e, fr.vals, fr.base, strict=True):
+        if -neg_e > budget + 1e-9:
+            continue
+        if base + neg_e > best + 1e-12:
+            best, choice = base + neg_e, -1
+        if -neg_e + energy > budget + 1e-9:
+            continue
+        for k in fits:
+            req = jobs[k][0]
+            if state[k] >= req:
+                continue
+            gain = job_value(jobs[k][4], req, jobs[k][5], min(state[k] + hours, req)) - vals[k]
+            if base + gain + neg_e - energy > best + 1e-12:
+                best, choice = base + gain + neg_e - energy, k
+    return best, choice
+
+
+# below this many (state, extra block, job) triples a batch is priced by the scalar scan
+_BATCH_MIN = 256
+
+
+def with_extras(blocks: tuple[BlockKey, ...], jobs: tuple[JobKey, ...], extras: Sequence[BlockKey],
+                budget: float) -> list[tuple[float, int]]:
+    """:func:`with_extra` for many extra blocks at once, with exactly its results.
+
+    Large batches are priced in one array pass over the frontier: the candidates are laid out in
+    the scalar scan's order (state by state: no job, then each job) and its "better by more than
+    1e-12" rule is replayed with a running maximum; a row where that rule could pick another
+    near-tie (a candidate within 1e-12 above the best so far) is re-scanned by the scalar rule.
+    """
+    fr = _frontier(blocks, jobs)
+    keys = [(e, fr.budget_for(budget, e[3])) for e in extras]
+    missing = [k for k in dict.fromkeys(keys) if k not in fr.extras]
+    if missing:
+        if len(missing) * len(fr.states) * max(1, len(jobs)) < _BATCH_MIN:
+            for key in missing:
+                fr.extras[key] = _scan_extra(fr, key[0], key[1])
+        else:
+            for b in {k[1] for k in missing}:
+                group = [k for k in missing if k[1] == b]
+                fr.extras.update(zip(group, _price_extras(fr, [k[0] for k in group], b), strict=True))
+    return [fr.extras[k] for k in keys]
+
+
+def _price_extras(fr: _Frontier, extras: list[BlockKey], budget: float) -> list[tuple[float, int]]:
+    """The array form of :func:`_scan_extra` for many extra blocks under one budget."""
+    states, neg_e, vals, base = fr.arrays()
+    jobs = fr.jobs
+    n_jobs, n_extra = len(jobs), len(extras)
+    req = np.array([j[0] for j in jobs], dtype=np.int64)
+    deadline = np.array([j[2] for j in jobs], dtype=np.int64)
+    min_rel, value, pc = (np.array([j[i] for j in jobs], dtype=np.float64) for i in (3, 4, 5))
+    ex = np.array(extras, dtype=np.float64).reshape(n_extra, 4)
+    hours = ex[:, 0].astype(np.int64)
+    end = ex[:, 1].astype(np.int64)
+    rel, energy = ex[:, 2], ex[:, 3]
+    # (extra, state, job): the job's value with the extra block's hours added, as job_value computes it
+    new_h = np.minimum(states[None, :, :] + hours[:, None, None], req)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        partial = (value * pc) * new_h / req
+    new_v = np.where(new_h >= req, value, np.where((pc <= 0.0) | (new_h <= 0), 0.0, partial))
+    cand = ((base[:, None] + (new_v - vals)) + neg_e[:, None]) - energy[:, None, None]
+    fits = (end[:, None] <= deadline) & (rel[:, None] >= min_rel) & (value > 0) & (req > 0)
+    state_ok = ~(-neg_e > budget + 1e-9)
+    affordable = ~(-neg_e + energy[:, None] > budget + 1e-9)
+    usable = fits[:, None, :] & (state_ok & affordable)[:, :, None] & (states < req)
+    rows = np.empty((n_extra, len(base), 1 + n_jobs))
+    rows[:, :, 0] = np.where(state_ok, base + neg_e, -INF)
+    rows[:, :, 1:] = np.where(usable, cand, -INF)
+    flat = rows.reshape(n_extra, -1)
+    # the scalar scan takes a candidate iff it beats the best so far by more than 1e-12; as long as
+    # no candidate lies in (running max, running max + 1e-12], the best so far is the running max
+    run_max = np.maximum.accumulate(flat, axis=1)
+    before = np.empty_like(flat)
+    before[:, 0] = -INF
+    before[:, 1:] = run_max[:, :-1]
+    taken = flat > before + 1e-12
+    unsure: list[bool] = np.any((flat > before) & ~taken, axis=1).tolist()
+    anything: list[bool] = np.any(taken, axis=1).tolist()
+    last: list[int] = (flat.shape[1] - 1 - np.argmax(taken[:, ::-1], axis=1)).tolist()
+    width = 1 + n_jobs
+    out: list[tuple[float, int]] = []
+    for i in range(n_extra):
+        if unsure[i]:
+            out.append(_replay(flat[i].tolist(), width))
+        elif not anything[i]:
+            out.append((-INF, -1))
+        else:
+            idx = last[i]
+            out.append((float(flat[i, idx]), idx % width - 1))
+    return out
+
+
+def _replay(row: list[float], width: int) -> tuple[float, int]:
+    """The scalar rule on one laid-out row: keep a candidate only if it beats the best by > 1e-12."""
+    best, choice = -INF, -1
+    for idx, x in enumerate(row):
+        if x > best + 1e-12:
+            best, choice = x, idx % width - 1
+    return best, choice
