@@ -20,12 +20,12 @@ from fastapi.testclient import TestClient
 
 from dashboard_helpers import store_eval_run, store_training_run
 from gpu_arena.core.types import ACTION_TYPES, REWARD_COLUMNS, TASKS
+from gpu_arena.dashboard.routes import web_dir
 from gpu_arena.evaluation.replay import replay_episode
 from gpu_arena.evaluation.store import connect, load_run
 from gpu_arena.models import ArenaObservation
 from gpu_arena.policies import policy_names
 from gpu_arena.server.app import create_arena_app
-from gpu_arena.server.dashboard import web_dir
 from server_helpers import Plan, comparable, replay_in_process, running_server, settings_for
 
 
@@ -304,7 +304,7 @@ def test_the_actions_said_to_move_each_column_are_the_ones_that_do(monkeypatch: 
     """Play random episodes and record which action types the rules book to which ledger category:
     every one observed must be listed in the Reference section's table."""
     from gpu_arena.core import engine
-    from gpu_arena.server.reference import CATEGORY_EVENTS
+    from gpu_arena.dashboard.reference import CATEGORY_EVENTS
 
     seen: set[tuple[str, str]] = set()
     real = engine.apply_action

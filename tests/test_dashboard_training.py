@@ -295,3 +295,17 @@ def test_browser_training_shows_the_pipeline_stages_curves(page: Any) -> None:
     words = set(page.locator("main").inner_text().replace(",", " ").split())
     assert not words & {"null", "undefined", "NaN"}
     assert page.problems == []
+
+
+def test_the_training_commands_listed_are_the_clis() -> None:
+    """The Training section's list of commands (a constant: the dashboard never imports the CLI)
+    names exactly the CLI's `data sft` and `train` subcommands."""
+    import typer
+
+    from gpu_arena.cli import app
+    from gpu_arena.dashboard.routes import TRAINING_COMMANDS
+
+    commands = typer.main.get_command(app).commands  # type: ignore[attr-defined]
+    expected = ["gpu-arena data sft"] + [f"gpu-arena train {s} --help" for s in sorted(commands["train"].commands)]
+    assert "sft" in commands["data"].commands
+    assert list(TRAINING_COMMANDS) == expected

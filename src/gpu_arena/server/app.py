@@ -26,15 +26,15 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from .. import __version__
 from .._lean_openenv import allow_web_interface_if_wanted
+from ..dashboard.autoeval import AutoEval
+from ..dashboard.reference import build_reference_router
+from ..dashboard.replays import build_replay_router
+from ..dashboard.routes import install_dashboard
 from ..models import ArenaAction, ArenaObservation, ArenaState
-from .autoeval import AutoEval
-from .dashboard import install_dashboard
 from .environment import ServedArenaEnv
 from .errors import ArenaRequestError, CapacityReached, error_response
 from .guard import PayloadGuard
 from .recorder import EpisodeRecorder
-from .reference import build_reference_router
-from .replays import build_replay_router
 from .routes import build_router
 from .sessions import SessionManager
 from .settings import ServerSettings

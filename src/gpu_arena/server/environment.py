@@ -355,3 +355,12 @@ def action_dict(action: Action | RejectedAction) -> dict[str, Any]:
 
 
 __all__ = ["ResetArgs", "ServedArenaEnv", "action_dict", "parse_reset_args", "task_spec"]
+
+
+def seat_policies() -> list[str]:
+    """Policies a server may run in a seat on a visitor's request: the registry's own names.
+
+    Families (``llm:...``) are left out on purpose: they name endpoints or checkpoints, and a page
+    must not make the server call out or load models on a click.
+    """
+    return [n for n in policy_names() if ":" not in n]

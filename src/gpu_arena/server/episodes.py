@@ -21,8 +21,7 @@ from collections.abc import Sequence
 from contextlib import closing
 from typing import Any
 
-from ..evaluation.store import load_served_episode
-from .dashboard import open_store_read_only
+from ..evaluation.store import db_path, load_served_episode
 from .recorder import EpisodeRecorder
 from .settings import ServerSettings
 
@@ -135,3 +134,12 @@ def _evaluated(con: sqlite3.Connection, task: str | None, split: str | None, see
 
 
 __all__ = ["EPISODE_REF_PATTERN", "eval_ref", "list_episodes", "load_episode"]
+
+
+def open_store_read_only(settings: ServerSettings) -> sqlite3.Connection | None:
+    """The store opened read-only (None when there is none), so that reading it from the dashboard
+    never creates or migrates a database."""
+    path = db_path(settings.db)
+    if not path.is_file():
+        return None
+    return sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)

@@ -11,8 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from ..core.policy import Policy
 from ..models import ArenaAction, ArenaObservation, ArenaState
 from ..policies import make_policy
-from .dashboard import seat_policies
-from .environment import MAX_NAME, ResetArgs, ServedArenaEnv
+from .environment import MAX_NAME, ResetArgs, ServedArenaEnv, seat_policies
 from .episodes import EPISODE_REF_PATTERN, SERVED_REF, load_episode
 from .errors import EpisodeNotFound, responses
 from .recorder import EpisodeRecorder

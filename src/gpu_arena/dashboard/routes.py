@@ -10,7 +10,6 @@ works offline and needs no build step.
 
 from __future__ import annotations
 
-import functools
 import sqlite3
 from contextlib import closing
 from importlib import resources
@@ -26,12 +25,13 @@ from ..core.rules import AWARD_RULES
 from ..core.types import ACTION_TYPES, COMPONENT_COLUMNS, PENALTY_COLUMNS, REWARD_COLUMNS, SPLITS, TASKS
 from ..evaluation.store import db_path, latest_run, latest_run_for_split
 from ..policies import ARCHETYPES, BASELINES, policy_names
+from ..server.environment import DEFAULT_OPPONENTS, seat_policies, task_spec
+from ..server.episodes import open_store_read_only
+from ..server.errors import TrainingRunNotFound, responses
+from ..server.settings import ServerSettings
 from ..training.runlog import METRIC_KEYS, list_training_runs, load_training_run
 from .autoeval import AutoEval
-from .environment import DEFAULT_OPPONENTS, task_spec
-from .errors import TrainingRunNotFound, responses
 from .pipelines import add_pipeline_routes, headline, latest_pipeline, pipeline_command
-from .settings import ServerSettings
 
 ASSETS_URL = "/assets"
 
@@ -39,24 +39,6 @@ ASSETS_URL = "/assets"
 def web_dir() -> Path:
     """The packaged dashboard assets (a real directory: the package is installed unzipped)."""
     return Path(str(resources.files("gpu_arena") / "web"))
-
-
-def seat_policies() -> list[str]:
-    """Policies a server may run in a seat on a visitor's request: the registry's own names.
-
-    Families (``llm:...``) are left out on purpose: they name endpoints or checkpoints, and a page
-    must not make the server call out or load models on a click.
-    """
-    return [n for n in policy_names() if ":" not in n]
-
-
-def open_store_read_only(settings: ServerSettings) -> sqlite3.Connection | None:
-    """The store opened read-only (None when there is none), so that reading it from the dashboard
-    never creates or migrates a database."""
-    path = db_path(settings.db)
-    if not path.is_file():
-        return None
-    return sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
 
 
 def run_summary(run: dict[str, Any] | None) -> dict[str, Any] | None:
@@ -95,24 +77,19 @@ def sft_command(settings: ServerSettings) -> str:
     return f"gpu-arena data sft --output {db_path(settings.db).parent / 'sft'}"
 
 
-@functools.cache
-def training_commands() -> tuple[str, ...]:
-    """The commands of this package's CLI that make a dataset or a training run (those that exist)."""
-    import typer
-
-    from .. import cli
-
-    group = typer.main.get_command(cli.app)
-    commands = getattr(group, "commands", {})
-    out: list[str] = []
-    data = commands.get("data")
-    if data is not None and "sft" in getattr(data, "commands", {}):
-        out.append("gpu-arena data sft")
-    train = commands.get("train")
-    if train is not None:
-        subs = sorted(getattr(train, "commands", {}))
-        out += [f"gpu-arena train {s} --help" for s in subs] or ["gpu-arena train --help"]
-    return tuple(out or ["gpu-arena data sft"])
+# The CLI's commands that make a dataset or a training run, as the Training section lists them. A
+# constant, so that the dashboard never imports the CLI; a test checks it against the CLI's own
+# command tree (tests/test_dashboard_training.py).
+TRAINING_COMMANDS = (
+    "gpu-arena data sft",
+    "gpu-arena train compare --help",
+    "gpu-arena train evidence --help",
+    "gpu-arena train grpo --help",
+    "gpu-arena train pipeline --help",
+    "gpu-arena train prepare --help",
+    "gpu-arena train rft --help",
+    "gpu-arena train sft --help",
+)
 
 
 # what the Training section lists of a run (its config and versions come with the run itself)
@@ -172,7 +149,7 @@ def build_dashboard_router(settings: ServerSettings, auto_eval: AutoEval | None 
         runs = read_training(list_training_runs) or []
         message = ("no training runs in the store" if not runs else
                    f"{len(runs)} training run{'s' if len(runs) > 1 else ''} in the store")
-        commands = [sft_command(settings) if c == "gpu-arena data sft" else c for c in training_commands()]
+        commands = [sft_command(settings) if c == "gpu-arena data sft" else c for c in TRAINING_COMMANDS]
         latest = {kind: next((_run_brief(r) for r in runs if r["kind"] == kind), None) for kind in TRAINING_KINDS}
         pipeline = read_training(latest_pipeline)
         return {"wired": True, "runs_in_store": len(runs), "message": message, "commands": commands,

@@ -29,7 +29,7 @@ from typing import IO, Any
 from .._process import end_process
 from ..core.types import SPLITS, TASKS
 from ..evaluation.store import db_path, latest_run
-from .settings import ServerSettings
+from ..server.settings import ServerSettings
 
 log = logging.getLogger("gpu_arena.server")
 

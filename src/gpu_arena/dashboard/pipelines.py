@@ -23,9 +23,10 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Query
 
+from ..server.environment import MAX_SEED, TaskName
+from ..server.episodes import eval_ref
+from ..server.errors import ArenaRequestError, responses
 from ..training.runlog import list_training_runs, load_training_run
-from .environment import MAX_SEED, TaskName
-from .errors import ArenaRequestError, responses
 
 KIND = "pipeline"
 # what the glance shows, in order: (comparison, label)
@@ -191,7 +192,6 @@ def compare_episodes(con: sqlite3.Connection, run: dict[str, Any], task: str | N
     elif seed not in cells or len(cells[seed]) < len(ROLES):
         raise PipelineEpisodeNotFound(f"holdout seed {seed} of {task} was not evaluated for both sft and trained "
                                       f"in pipeline run {run['id']}")
-    from .episodes import eval_ref  # here: .episodes imports .dashboard, which imports this module
 
     sides = {}
     for role, label in ROLES:

@@ -28,13 +28,13 @@ from pydantic import Field
 from ..core.engine import Episode, action_from_record
 from ..core.judge import recorded_judge
 from ..models import observation_from_view
-from .environment import MAX_NAME, MAX_SEED, JudgeMode, ServedArenaEnv, SplitName, TaskName
-from .episodes import EPISODE_REF_PATTERN, list_episodes, load_episode
-from .errors import EpisodeNotFound, InvalidForkStep, ReplayMismatch, responses
-from .recorder import EpisodeRecorder
-from .routes import SessionView
-from .sessions import SessionManager
-from .settings import ServerSettings
+from ..server.environment import MAX_NAME, MAX_SEED, JudgeMode, ServedArenaEnv, SplitName, TaskName
+from ..server.episodes import EPISODE_REF_PATTERN, list_episodes, load_episode
+from ..server.errors import EpisodeNotFound, InvalidForkStep, ReplayMismatch, responses
+from ..server.recorder import EpisodeRecorder
+from ..server.routes import SessionView
+from ..server.sessions import SessionManager
+from ..server.settings import ServerSettings
 
 EpisodeRef = Annotated[str, Path(pattern=EPISODE_REF_PATTERN,
                                  description="a served episode's replay id, or eval-<run>-<n> (GET /api/episodes)")]

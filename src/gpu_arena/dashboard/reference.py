@@ -42,11 +42,11 @@ from ..core.types import ACTION_TYPES, COMPONENT_COLUMNS, CONDITION_KEYS, PENALT
 from ..evaluation.store import db_path, latest_run_for_split
 from ..llm.tools import ACTION_DESCRIPTIONS, ACTION_FIELDS, REQUIRED_FIELDS, action_schema
 from ..models import ArenaAction
-from .dashboard import open_store_read_only, sft_command
-from .environment import ResetArgs
-from .episodes import eval_ref
-from .errors import EpisodeNotFound, responses
-from .settings import ServerSettings
+from ..server.environment import ResetArgs
+from ..server.episodes import eval_ref, open_store_read_only
+from ..server.errors import EpisodeNotFound, responses
+from ..server.settings import ServerSettings
+from .routes import sft_command
 
 # What books a potential change to each ledger category (core.rules.CATEGORY_COLUMNS): the seat's
 # actions whose outcome carries the category, and the clock phases (core.engine.Episode._tick).
