@@ -21,11 +21,11 @@ import json
 import time
 from typing import Any
 
-from gpu_arena.core.policy import seat_view
 from gpu_arena.core.types import TASKS
 from gpu_arena.env import GpuArenaEnv
 from gpu_arena.evaluation.runner import episode_result, world_optimum
 from gpu_arena.policies import BASELINES, make_policy
+from gpu_arena.rollout import play_seat
 
 
 def _plain(value: Any) -> Any:
@@ -67,26 +67,22 @@ def fingerprint(seeds: int = 3) -> dict[str, Any]:
             rows.add({"task": task, "seed": seed, "optimum": optimum})
             for policy in BASELINES:
                 env = GpuArenaEnv(task=task, split="holdout")
-                obs = env.reset(seed=seed)
+                first = env.reset(seed=seed)
                 episode = env.episode
                 assert episode is not None
-                driver = make_policy(policy, seed=seed)
-                total, steps = 0.0, 0
-                sums: dict[str, float] = {}
-                while not obs.done:
-                    obs = env.step(driver.act(seat_view(driver, episode, "lab_0")))
-                    total += obs.reward or 0.0
-                    steps += 1
-                    for c, v in obs.reward_breakdown.items():
-                        sums[c] = sums.get(c, 0.0) + v
+
+                def record(_action: Any, obs: Any, episode: Any = episode) -> None:
                     wire = obs.model_dump(mode="json")
                     wire.get("metadata", {}).pop("episode_id", None)  # a fresh UUID per episode
                     observations.add(wire)
                     for lab in sorted(episode.world.labs):
                         observations.add(episode.observe(lab))
                         observations.add(episode.observe(lab, aids=False))
-                result = episode_result(env, policy, task, "holdout", seed, episode_return=total, columns=sums,
-                                        steps=steps, optimum=optimum, keep_replay=False)
+
+                played = play_seat(env, make_policy(policy, seed=seed), first, on_step=record)
+                result = episode_result(env, policy, task, "holdout", seed, episode_return=played.episode_return,
+                                        columns=played.columns, steps=played.steps, optimum=optimum,
+                                        keep_replay=False)
                 rows.add(dataclasses.replace(result, replay=None, llm_usage=None))
                 transcripts.add({"transcript": episode.transcript, "returns": episode.returns})
                 episodes += 1

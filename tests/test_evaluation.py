@@ -10,7 +10,7 @@ import pytest
 from typer.testing import CliRunner
 
 from gpu_arena.cli import app
-from gpu_arena.core.policy import WaitPolicy
+from gpu_arena.core.policy import PolicyBase, WaitPolicy
 from gpu_arena.core.types import Action
 from gpu_arena.evaluation import aggregate, bootstrap_ci, paired_differences, play_episode, run_evaluation
 from gpu_arena.evaluation.replay import read_jsonl, replay_episode
@@ -138,7 +138,7 @@ def test_cli_eval_report_and_replay(tmp_path):
 
 # ----------------------------------------------------------------------------- degenerate strategies
 
-class Scripted:
+class Scripted(PolicyBase):
     """A degenerate strategy: the same kind of move every round."""
 
     uses_aids = False

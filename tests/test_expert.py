@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from gpu_arena.core.engine import Episode
+from gpu_arena.core.policy import seat_view
 from gpu_arena.core.rules import MAX_LIST
 from gpu_arena.core.types import Auction, Pitch
 from gpu_arena.core.valuation import LabValuer
@@ -24,9 +25,7 @@ def run(world, policies: dict) -> Episode:
     while not ep.done:
         actions = {}
         for lid, pol in policies.items():
-            if getattr(pol, "needs_world", False):
-                pol.bind(ep.world)
-            actions[lid] = pol.act(ep.observe(lid))
+            actions[lid] = pol.act(seat_view(pol, ep, lid))
         ep.step(actions)
     return ep
 

@@ -8,6 +8,7 @@ from gpu_arena.core.engine import Episode
 from gpu_arena.env import GpuArenaEnv
 from gpu_arena.policies import ARCHETYPES, BASELINES, make_policy, policy_names
 from gpu_arena.policies.negotiator import Negotiator
+from gpu_arena.rollout import play_seat
 from helpers import act, block, job, make_world
 
 
@@ -120,10 +121,7 @@ def test_every_scripted_policy_plays_whole_episodes_legally(name):
             env = GpuArenaEnv(task=task, split="holdout", opponents=name)
             obs = env.reset(seed=seed)
             pol = make_policy(name, seed=seed)
-            while not obs.done:
-                if getattr(pol, "needs_world", False):
-                    pol.bind(env.episode.world)
-                obs = env.step(pol.act(env.episode.observe("lab_0")))
+            play_seat(env, pol, obs)
             for lab in env.episode.world.labs.values():
                 assert lab.invalid_actions <= 1, (task, seed, lab.lab_id)
 

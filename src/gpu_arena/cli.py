@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
+from typing import Any
 
 import typer
 from rich.console import Console
@@ -30,6 +31,7 @@ def demo(
     """Play one episode in-process and show every round: actions, results and reward columns."""
     from .env import GpuArenaEnv
     from .policies import make_policy
+    from .rollout import play_seat
 
     env = GpuArenaEnv()
     try:
@@ -45,13 +47,7 @@ def demo(
     table = Table(title=f"{task}/{split} seed {seed}: lab_0 = {policy}, others = {opponents}")
     for col in ("round", "lab_0 action", "result", "reward", "largest component", "others"):
         table.add_column(col)
-    total = 0.0
-    while not obs.done:
-        if getattr(driver, "needs_world", False):
-            driver.bind(episode.world)  # type: ignore[attr-defined]
-        action = driver.act(episode.observe("lab_0"))
-        obs = env.step(action)
-        total += obs.reward or 0.0
+    def row(action: Any, obs: Any) -> None:
         br = obs.reward_breakdown
         top = max(COMPONENT_COLUMNS, key=lambda c: abs(br[c]))
         others = ", ".join(f"{lid}:{r.code if not r.ok else 'ok'}" for lid, r in sorted(episode.last_results.items())
@@ -59,6 +55,9 @@ def demo(
         res = obs.last_action_result
         table.add_row(str(obs.round_index), action.action_type, "ok" if res.ok else res.code,
                       f"{obs.reward:+.4f}", f"{top} {br[top]:+.4f}", others)
+
+    played = play_seat(env, driver, obs, on_step=row)
+    total, obs = played.episode_return, played.last or obs
     metrics = env.metrics()
     if as_json:
         print(json.dumps({"transcript": episode.transcript, "metrics": metrics}, indent=2, default=str))
@@ -362,6 +361,7 @@ def play(
     from .llm import ChatAgent, FormatError, json_mode_instruction, parse_action, render_turn
     from .llm.prompts import RenderMemory
     from .policies import make_policy
+    from .rollout import play_seat
 
     judge_mode, judge = _judge_options(judge_mode, judge)
     try:
@@ -392,9 +392,10 @@ def play(
     console.print(f"[bold]{task}/{split} seed {seed}[/bold]: you are {seat} ({me}); "
                   + ", ".join(f"{lid}: {n}" for lid, n in names.items()))
     memory = RenderMemory()
-    total = 0.0
-    while not obs.done:
-        view = episode.observe(seat)
+    stopped = False
+
+    def choose(view: Any, obs: Any) -> Any:
+        nonlocal stopped
         if driver is None:
             console.print(Panel(Text(render_turn(view, memory)), title=f"round {obs.round_index}", expand=False))
             while True:
@@ -407,25 +408,22 @@ def play(
                     console.print(json_mode_instruction(), markup=False)
                     continue
                 if text == "q":
-                    console.print("stopped")
-                    return
+                    stopped = True
+                    return None
                 action = parse_action(json.dumps({"action_type": text}) if text.isidentifier() else text)
                 if isinstance(action, FormatError):
                     console.print(f"[red]{action.code}[/red]: {escape(str(action.message))}")
                     continue
-                break
-        else:
-            if getattr(driver, "needs_world", False):
-                driver.bind(episode.world)  # type: ignore[attr-defined]
-            action = driver.act(view)
-            if isinstance(driver, ChatAgent):
-                conv = driver.conversation(seat)
-                reply = conv.transcript[-1] if conv else {}
-                said = reply.get("content") or json.dumps([c["function"] for c in reply.get("tool_calls") or []])
-                console.print(Panel(Text(str(said)[:600]), title=f"{seat} says (round {obs.round_index})",
-                                    expand=False))
-        obs = env.step(action)
-        total += obs.reward or 0.0
+                return action
+        action = driver.act(view)
+        if isinstance(driver, ChatAgent):
+            conv = driver.conversation(seat)
+            reply = conv.transcript[-1] if conv else {}
+            said = reply.get("content") or json.dumps([c["function"] for c in reply.get("tool_calls") or []])
+            console.print(Panel(Text(str(said)[:600]), title=f"{seat} says (round {obs.round_index})", expand=False))
+        return action
+
+    def show(_action: Any, _obs: Any) -> None:
         rnd = episode.transcript[-1]
         table = Table(title=f"round {rnd['round']} (order {', '.join(rnd['order'])})")
         for col in ("seat", "policy", "action", "result", "reward"):
@@ -437,6 +435,11 @@ def play(
             table.add_row(lid + (" *" if lid == seat else ""), escape(me if lid == seat else names[lid]), escape(shown),
                           "ok" if ok else f"[red]{code}[/red]", f"{rnd['rewards'].get(lid, 0.0):+.4f}")
         console.print(table)
+
+    total = play_seat(env, driver, obs, choose=choose, on_step=show).episode_return
+    if stopped:
+        console.print("stopped")
+        return
     metrics = env.metrics()
     lab = metrics["labs"][seat]
     console.print(f"[bold]return {total:+.4f}[/bold]; surplus over BATNA {lab['surplus_over_batna']:+.2f}; "

@@ -161,6 +161,11 @@ class GpuArenaEnv(Environment[ArenaAction, ArenaObservation, ArenaState]):
     # ------------------------------------------------------------------ extras
 
     @property
+    def seat(self) -> str:
+        """The controlled seat: the lab whose actions ``step`` takes."""
+        return self._seat
+
+    @property
     def episode(self) -> Episode | None:
         """The core episode (for harnesses and tests)."""
         return self._episode

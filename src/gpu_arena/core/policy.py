@@ -12,27 +12,62 @@ from __future__ import annotations
 import random
 from typing import Any, Protocol, runtime_checkable
 
-from .types import Action
+from .types import Action, World
 
 
 @runtime_checkable
 class Policy(Protocol):
-    """Chooses one action per round for one seat from that seat's own observation."""
+    """Chooses one action per round for one seat from that seat's own observation.
+
+    Anything with ``act`` is a policy. The optional capabilities are declared by subclassing
+    :class:`PolicyBase`, never found by probing attributes."""
 
     def act(self, observation: Any) -> Any: ...
 
 
+@runtime_checkable
+class Metered(Protocol):
+    """Something that keeps a token and latency ledger (LLM agents and judges)."""
+
+    def usage(self) -> dict[str, Any] | None: ...
+
+
+class PolicyBase:
+    """A policy's optional capabilities, with their defaults (the project's policies subclass it).
+
+    - ``uses_aids``: it reads the view's decision aids (BATNA, what-if prices, best plan). False:
+      it is shown the view without them, which saves their valuation.
+    - ``needs_world``: it plans with the whole world (the oracle: a reference, not a fair player);
+      :meth:`bind` hands it the world before each action.
+    - :meth:`usage`: its token and latency ledger as a dict (LLM agents), None otherwise.
+    """
+
+    name: str = "policy"
+    uses_aids: bool = True
+    needs_world: bool = False
+
+    def act(self, observation: Any) -> Any:
+        raise NotImplementedError
+
+    def bind(self, world: World) -> None:
+        """Called with the world before each :meth:`act` when ``needs_world``."""
+
+    def usage(self) -> dict[str, Any] | None:
+        return None
+
+
 def seat_view(policy: Any, episode: Any, seat: str) -> Any:
-    """What ``policy`` observes in ``seat`` of ``episode`` (a core ``Episode``) now: a policy that
-    plans with the whole world (``needs_world``: the oracle, a reference rather than a fair player)
-    is bound to it first, and the decision aids are left out for a policy that declares it does not
-    read them (``uses_aids = False``), which saves their valuation."""
-    if getattr(policy, "needs_world", False):
-        policy.bind(episode.world)
-    return episode.observe(seat, aids=getattr(policy, "uses_aids", True))
+    """What ``policy`` observes in ``seat`` of ``episode`` (a core ``Episode``) now, by its declared
+    capabilities (:class:`PolicyBase`): bound to the world first if it ``needs_world``, without the
+    decision aids if it does not use them. A plain object with ``act`` sees the full view."""
+    if isinstance(policy, PolicyBase):
+        if policy.needs_world:
+            policy.bind(episode.world)
+        return episode.observe(seat, aids=policy.uses_aids)
+    return episode.observe(seat)
 
 
-class WaitPolicy:
+class WaitPolicy(PolicyBase):
     """Always waits. The passive reference: its seat keeps exactly what the clock leaves it."""
 
     name = "wait"
@@ -42,7 +77,7 @@ class WaitPolicy:
         return Action("wait")
 
 
-class NoNegotiationPolicy:
+class NoNegotiationPolicy(PolicyBase):
     """Allocates its own blocks by its best plan and never trades: it realises its BATNA."""
 
     name = "no_negotiation"
@@ -55,7 +90,7 @@ class NoNegotiationPolicy:
         return Action("wait")
 
 
-class RandomPolicy:
+class RandomPolicy(PolicyBase):
     """Uniformly random over action types, with arguments drawn from what the view shows.
 
     Most of its actions are legal; some are not (stale offers, unfit blocks), which is the point:

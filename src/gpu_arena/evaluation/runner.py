@@ -23,13 +23,13 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from ..core.engine import world_fingerprint
-from ..core.policy import seat_view
+from ..core.policy import Metered
 from ..core.rules import AWARD_RULES
-from ..core.types import REWARD_COLUMNS
 from ..core.welfare import social_optimum
 from ..core.worldgen import generate_world
 from ..env import GpuArenaEnv
 from ..policies import install_plugins, make_policy, plugins
+from ..rollout import play_seat
 
 
 @dataclass(slots=True)
@@ -65,23 +65,15 @@ def play_episode(policy: str, task: str, split: str, seed: int, *, opponents: An
     """Play one episode with ``policy`` in seat lab_0 against ``opponents`` (default: the world's
     archetypes; see ``GpuArenaEnv``), in judge mode if asked (``judge``: a model judge's name)."""
     env = GpuArenaEnv(task=task, split=split, opponents=opponents, judge_mode=judge_mode, judge=judge)
-    obs = env.reset(seed=seed)
-    episode = env.episode
-    assert episode is not None
+    env.reset(seed=seed)
     driver = make_policy(policy, seed=seed)
-    sums = dict.fromkeys(REWARD_COLUMNS, 0.0)
-    total, steps = 0.0, 0
-    while not obs.done:
-        obs = env.step(driver.act(seat_view(driver, episode, "lab_0")))
-        total += obs.reward or 0.0
-        steps += 1
-        for c in REWARD_COLUMNS:
-            sums[c] += obs.reward_breakdown[c]
+    played = play_seat(env, driver)
     usage = {"lab_0": _usage("controlled", policy, driver)}
     usage.update({lid: _usage("opponent", _spec_name(opponents, lid, p), p) for lid, p in env.policies.items()})
     usage["judge"] = _usage("judge", str(judge), env.judge)
     llm_usage = {k: v for k, v in usage.items() if v is not None}
-    return episode_result(env, policy, task, split, seed, episode_return=total, columns=sums, steps=steps, optimum=optimum,
+    return episode_result(env, policy, task, split, seed, episode_return=played.episode_return, columns=played.columns,
+                          steps=played.steps, optimum=optimum,
                           keep_replay=keep_replay, judge_mode=judge_mode, llm_usage=llm_usage or None)
 
 
@@ -121,13 +113,12 @@ def _spec_name(spec: Any, seat: str, policy: Any) -> str:
     return type(policy).__name__
 
 
-def _usage(role: str, name: str, policy: Any) -> dict[str, Any] | None:
+def _usage(role: str, name: str, source: Any) -> dict[str, Any] | None:
     """A policy's (or judge's) token and latency ledger as a dict, if it keeps one (LLM agents do)."""
-    ledger = getattr(policy, "ledger", None)
-    to_dict = getattr(ledger, "to_dict", None)
-    if not callable(to_dict):
+    used = source.usage() if isinstance(source, Metered) else None
+    if used is None:
         return None
-    return {"role": role, "agent": getattr(policy, "name", name), **to_dict()}
+    return {"role": role, "agent": getattr(source, "name", name), **used}
 
 
 USAGE_SUMS = ("calls", "prompt_tokens", "completion_tokens", "estimated_calls", "model_s", "overhead_s", "retries",

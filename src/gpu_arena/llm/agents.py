@@ -24,6 +24,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from ..core.policy import PolicyBase
 from ..core.types import RejectedAction
 from ..models import ArenaAction
 from .parsing import FormatError, parse_action
@@ -101,7 +102,7 @@ class _Seat:
     episode: Any = None
 
 
-class ChatAgent:
+class ChatAgent(PolicyBase):
     """The shared loop of language-model policies; subclasses implement :meth:`_complete`.
 
     Contract: ``act(observation)`` takes one seat's view (a core ``SeatView`` or an
@@ -151,6 +152,9 @@ class ChatAgent:
             for led in self.ledgers.values():
                 total.merge(led)
         return total
+
+    def usage(self) -> dict[str, Any] | None:
+        return self.ledger.to_dict()
 
     def conversation(self, seat: str) -> Conversation | None:
         """The current conversation of ``seat`` (its transcript is an SFT-ready chat)."""

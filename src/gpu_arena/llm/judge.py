@@ -127,6 +127,10 @@ class LLMJudge:
         self.ledger = Ledger()
         self._lock = threading.Lock()
 
+    def usage(self) -> dict[str, Any] | None:
+        """The ledger as a dict (:class:`gpu_arena.core.policy.Metered`)."""
+        return self.ledger.to_dict()
+
     def judge(self, case: AuctionCase) -> Verdict:
         messages = [{"role": "system", "content": JUDGE_RUBRIC}, {"role": "user", "content": render_case(case)}]
         with self._lock:

@@ -26,6 +26,7 @@ import random
 from collections.abc import Iterable
 from typing import Any
 
+from ..core.policy import PolicyBase
 from ..core.types import Action
 
 # public design facts a bot may use to estimate what an unannounced pooled job is worth per hour
@@ -46,7 +47,7 @@ def urgency_of(rounds_left: Iterable[int]) -> float:
     return 1.0 / max(1, min(left))
 
 
-class Negotiator:
+class Negotiator(PolicyBase):
     """Scripted seat. ``act(observation)`` reads only the seat's own view."""
 
     name = "negotiator"

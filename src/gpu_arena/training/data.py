@@ -29,10 +29,9 @@ from pathlib import Path
 from typing import Any
 
 from ..core.engine import action_to_dict
-from ..core.policy import seat_view
 from ..core.serialize import coerce_action
 from ..core.tasks import task_params
-from ..core.types import REWARD_COLUMNS, SPLITS, TASKS, RejectedAction
+from ..core.types import SPLITS, TASKS, RejectedAction
 from ..llm.parsing import FormatError, parse_action
 from ..llm.prompts import MODES, Conversation, Mode
 from ..llm.tools import ACTION_FIELDS, action_tools
@@ -95,6 +94,7 @@ def play_episode_record(policy: str, task: str, split: str, seed: int, *, mode: 
     """Play one episode with ``policy`` in ``seat`` and return it as a chat in the agent's format."""
     from ..env import GpuArenaEnv
     from ..policies import make_policy
+    from ..rollout import play_seat
 
     env = GpuArenaEnv(task=task, split=split, seat=seat, opponents=opponents)
     obs = env.reset(seed=seed)
@@ -102,27 +102,25 @@ def play_episode_record(policy: str, task: str, split: str, seed: int, *, mode: 
     assert episode is not None
     driver = make_policy(policy, seed=seed)
     conv = Conversation(mode)
-    total, steps = 0.0, 0
-    sums = dict.fromkeys(REWARD_COLUMNS, 0.0)
-    while not obs.done:
-        view = seat_view(driver, episode, seat)
-        conv.observe(obs)
-        content, calls = render_reply(driver.act(view), mode, f"call_{steps}")
+    turns = iter(range(1 << 30))
+
+    def as_chat(view: Any, current: Any) -> Any:
+        """The driver's action as the agent would write it, read back by the agents' parser."""
+        conv.observe(current)
+        content, calls = render_reply(driver.act(view), mode, f"call_{next(turns)}")
         conv.reply(content, calls)
         parsed = parse_action(calls if calls else content)
         if isinstance(parsed, FormatError):  # a rendering the parser cannot read is a bug here, not data
             raise DataError(f"rendered action does not parse back ({parsed.code}): {parsed.message}")
-        obs = env.step(parsed)
-        total += obs.reward or 0.0
-        steps += 1
-        for c in REWARD_COLUMNS:
-            sums[c] += obs.reward_breakdown[c]
+        return parsed
+
+    played = play_seat(env, driver, obs, choose=as_chat)
     if mode == "tools":
-        conv.observe(obs)
+        conv.observe(played.last)
         conv.reply("")
     return EpisodeRecord(messages=conv.transcript, task=task, split=split, seed=seed, policy=policy, mode=mode,
-                         episode_return=total, steps=steps,
-                         invalid_actions=episode.world.labs[seat].invalid_actions, columns=sums)
+                         episode_return=played.episode_return, steps=played.steps,
+                         invalid_actions=episode.world.labs[seat].invalid_actions, columns=played.columns)
 
 
 @dataclass

@@ -32,7 +32,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..core.policy import seat_view
 from ..llm.parsing import FormatError, parse_action
 from .rollouts import Answer, BatchedSampler, Rollout, RolloutStats, World
 
@@ -64,15 +63,13 @@ def _key(answer: Answer) -> str:
 
 
 def finish_with(policy: str, env: Any, seat: str, seed: int) -> float:
-    """Play ``env``'s episode to its end with the scripted ``policy`` in ``seat``; the return-to-go."""
+    """Play ``env``'s episode to its end with the scripted ``policy`` in ``seat`` (the environment's
+    controlled seat); the return-to-go."""
     from ..policies import make_policy
+    from ..rollout import play_seat
 
-    driver = make_policy(policy, seed=seed)
-    total = 0.0
-    episode = env.episode
-    while not episode.done:
-        total += float(env.step(driver.act(seat_view(driver, episode, seat))).reward or 0.0)
-    return total
+    assert env.seat == seat
+    return play_seat(env, make_policy(policy, seed=seed)).episode_return
 
 
 def improve(sampler: BatchedSampler, worlds: Sequence[World], *, samples: int = 3, proposals: int = 2,
