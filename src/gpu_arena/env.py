@@ -184,13 +184,14 @@ class GpuArenaEnv(Environment[ArenaAction, ArenaObservation, ArenaState]):
 
     def restore(self, snap: Mapping[str, Any]) -> ArenaObservation:
         ep_snap: EpisodeSnapshot = snap["episode"]
+        judge = snap.get("judge")  # shared, not copied: it may hold a connection
         if self._episode is None:
-            self._episode = Episode.__new__(Episode)
-            self._episode.controlled, self._episode.strict = (snap["seat"],), False
-            self._episode._ledger, self._episode._valuers = {}, {}
-        self._episode.restore(ep_snap)
-        self._episode.controlled = (snap["seat"],)
-        self.judge = self._episode.judge = snap.get("judge")  # shared, not copied: it may hold a connection
+            self._episode = Episode.from_snapshot(ep_snap, (snap["seat"],), judge=judge)
+        else:
+            self._episode.restore(ep_snap)
+            self._episode.controlled = (snap["seat"],)
+            self._episode.judge = judge
+        self.judge = judge
         self._seat, self._seed, self._step_count = snap["seat"], snap["seed"], snap["step_count"]
         self._episode_id = snap["episode_id"]
         self._policies = _copy_policies(snap["policies"])

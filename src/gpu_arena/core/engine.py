@@ -211,6 +211,17 @@ class Episode:
         self._index: tuple[int, WorldIndex] | None = None  # the views' shared index of the current state
 
     @classmethod
+    def from_snapshot(cls, snap: EpisodeSnapshot, controlled: Sequence[str] = ("lab_0",), *, strict: bool = False,
+                      judge: PitchJudge | None = None) -> Episode:
+        """An episode standing where ``snap`` was taken (a copy: the snapshot stays usable), with
+        its own caches; the potentials come from the snapshot, not recomputed."""
+        episode = cls.__new__(cls)
+        episode.controlled, episode.strict, episode.judge = tuple(controlled), strict, judge
+        episode._judge_records, episode._ledger, episode._valuers = {}, {}, {}
+        episode.restore(snap)
+        return episode
+
+    @classmethod
     def new(cls, task: str, split: str = "train", seed: int = 0, controlled: Sequence[str] = ("lab_0",),
             judge_mode: str = "none", strict: bool = False, judge: PitchJudge | None = None) -> Episode:
         return cls(generate_world(task, split, seed, judge_mode), controlled, strict=strict, judge=judge)
@@ -383,11 +394,7 @@ class Episode:
         self._index = None
 
     def fork(self) -> Episode:
-        other = Episode.__new__(Episode)
-        other.controlled, other.strict, other._ledger, other._valuers = self.controlled, self.strict, {}, {}
-        other.judge, other._judge_records = getattr(self, "judge", None), {}
-        other.restore(self.snapshot())
-        return other
+        return Episode.from_snapshot(self.snapshot(), self.controlled, strict=self.strict, judge=self.judge)
 
     def potential(self, lab_id: str) -> float:
         v, m = self.phi[lab_id]

@@ -164,12 +164,28 @@ def _opponent_names(spec: OpponentSpec) -> list[str]:
     return [str(v) for v in spec]
 
 
-def _job(policies: Sequence[str], task: str, split: str, seed: int, keep_replay: bool,
-         cached: tuple[str, float] | None, opponents: Any = None, judge_mode: str = "none",
-         judge: str | None = None) -> tuple[list[EpisodeResult], tuple[str, float]]:
-    fingerprint, optimum = world_optimum(task, split, seed, cached)
-    results = [play_episode(p, task, split, seed, keep_replay=keep_replay, optimum=optimum, opponents=opponents,
-                            judge_mode=judge_mode, judge=judge) for p in policies]
+@dataclass(frozen=True, slots=True)
+class EvalJob:
+    """One world of an evaluation: every policy plays ``(task, split, seed)`` in seat lab_0 against
+    the same opponents. ``cached`` is the world's stored ``(fingerprint, optimum)``, if any. A job
+    travels to a worker process or a Ray task as it is (names, not policy objects)."""
+
+    policies: tuple[str, ...]
+    task: str
+    split: str
+    seed: int
+    keep_replay: bool = False
+    cached: tuple[str, float] | None = None
+    opponents: Any = None
+    judge_mode: str = "none"
+    judge: str | None = None
+
+
+def _job(job: EvalJob) -> tuple[list[EpisodeResult], tuple[str, float]]:
+    fingerprint, optimum = world_optimum(job.task, job.split, job.seed, job.cached)
+    results = [play_episode(p, job.task, job.split, job.seed, keep_replay=job.keep_replay, optimum=optimum,
+                            opponents=job.opponents, judge_mode=job.judge_mode, judge=job.judge)
+               for p in job.policies]
     return results, (fingerprint, optimum)
 
 
@@ -234,48 +250,44 @@ def run_evaluation(policies: Sequence[str], tasks: Sequence[str], split: str, se
 
         make_judge(str(judge))
     optima = optima if optima is not None else {}
-    jobs = [(task, seed) for task in tasks for seed in seeds]
+    jobs = [EvalJob(tuple(policies), task, split, seed, keep_replays, optima.get((task, split, seed)), opponents,
+                    judge_mode, judge) for task in tasks for seed in seeds]
     results: list[EpisodeResult] = []
 
-    def collect(task: str, seed: int, out: tuple[list[EpisodeResult], tuple[str, float]]) -> None:
+    def collect(job: EvalJob, out: tuple[list[EpisodeResult], tuple[str, float]]) -> None:
         episodes, optimum = out
         results.extend(episodes)
-        optima[(task, split, seed)] = optimum
+        optima[(job.task, job.split, job.seed)] = optimum
         if progress:
             progress(len(policies))
 
-    extra = (opponents, judge_mode, judge)
     if backend == "ray":
-        _run_on_ray([(list(policies), task, split, seed, keep_replays, optima.get((task, split, seed)), *extra)
-                     for task, seed in jobs], workers, ray_address, collect,
-                    names={*policies, *_opponent_names(opponents)})
+        _run_on_ray(jobs, workers, ray_address, collect, names={*policies, *_opponent_names(opponents)})
     elif workers <= 1:
-        for task, seed in jobs:
-            collect(task, seed, _job(policies, task, split, seed, keep_replays, optima.get((task, split, seed)),
-                                     *extra))
+        for job in jobs:
+            collect(job, _job(job))
     else:
         with ProcessPoolExecutor(max_workers=min(workers, os.cpu_count() or 1, len(jobs) or 1),
                                  mp_context=_pool_context()) as pool:
-            futures = {pool.submit(_job, list(policies), task, split, seed, keep_replays,
-                                   optima.get((task, split, seed)), *extra): (task, seed) for task, seed in jobs}
+            futures = {pool.submit(_job, job): job for job in jobs}
             for fut in as_completed(futures):
-                collect(*futures[fut], fut.result())
+                collect(futures[fut], fut.result())
     order = {p: i for i, p in enumerate(policies)}
     tasks_order = {t: i for i, t in enumerate(tasks)}
     results.sort(key=lambda r: (tasks_order[r.task], order[r.policy], r.seed))
     return results
 
 
-def _ray_job(extra: tuple[dict[str, Any], dict[str, Any]], *args: Any) -> tuple[list[EpisodeResult], tuple[str, float]]:
+def _ray_job(extra: tuple[dict[str, Any], dict[str, Any]], job: EvalJob) -> tuple[list[EpisodeResult], tuple[str, float]]:
     """``_job`` in a Ray worker, after registering the driver's run-time policies (``plugins()``)."""
     install_plugins(*extra)
-    return _job(*args)
+    return _job(job)
 
 
-def _run_on_ray(jobs: list[tuple[Any, ...]], workers: int, address: str | None,
-                collect: Callable[[str, int, tuple[list[EpisodeResult], tuple[str, float]]], None], *,
+def _run_on_ray(jobs: list[EvalJob], workers: int, address: str | None,
+                collect: Callable[[EvalJob, tuple[list[EpisodeResult], tuple[str, float]]], None], *,
                 names: Collection[str] = ()) -> None:
-    """Run every job (``_job``'s arguments) as a Ray task and hand each result to ``collect`` as it
+    """Run every job as a Ray task and hand each result to ``collect`` as it
     finishes. With no ``address`` the call starts a private local instance with ``workers`` CPUs
     (never one found through ``RAY_ADDRESS`` or a ``ray start`` on this machine: that needs
     ``address="auto"``); a Ray already initialised in this process is used as it is. What the call
@@ -291,7 +303,7 @@ def _run_on_ray(jobs: list[tuple[Any, ...]], workers: int, address: str | None,
     set_stats = started and not address and stats_env not in os.environ
     if set_stats:
         os.environ[stats_env] = "0"
-    pending: dict[Any, tuple[str, int]] = {}
+    pending: dict[Any, EvalJob] = {}
     try:
         if started:
             # no dashboard (a web server on a port) and no worker logs echoed into the progress bar
@@ -303,12 +315,12 @@ def _run_on_ray(jobs: list[tuple[Any, ...]], workers: int, address: str | None,
         mine, families = plugins()
         prefixes = {n.partition(":")[0] for n in names if ":" in n}
         extra = ({n: f for n, f in mine.items() if n in names}, {p: f for p, f in families.items() if p in prefixes})
-        pending = {remote.remote(extra, *args): (args[1], args[3]) for args in jobs}
+        pending = {remote.remote(extra, job): job for job in jobs}
         while pending:
             done, _ = ray.wait(list(pending), num_returns=1)
             for ref in done:
-                task, seed = pending.pop(ref)
-                collect(task, seed, ray.get(ref))
+                job = pending.pop(ref)
+                collect(job, ray.get(ref))
     finally:
         if ray.is_initialized():
             for ref in pending:  # only left after a failure or an interrupt
@@ -319,4 +331,4 @@ def _run_on_ray(jobs: list[tuple[Any, ...]], workers: int, address: str | None,
             os.environ.pop(stats_env, None)
 
 
-__all__ = ["BACKENDS", "EpisodeResult", "play_episode", "run_evaluation", "usage_rows"]
+__all__ = ["BACKENDS", "EpisodeResult", "EvalJob", "play_episode", "run_evaluation", "usage_rows"]
