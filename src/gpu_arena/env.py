@@ -20,7 +20,7 @@ from pydantic import ValidationError
 from .core.engine import Episode, EpisodeSnapshot
 from .core.judge import PitchJudge
 from .core.policy import Policy, seat_view
-from .core.rules import AWARD_RULES
+from .core.rules import JUDGE_MODES
 from .core.serialize import coerce_action, world_to_dict
 from .core.types import REWARD_COLUMNS, SPLITS, TASKS, Action, RejectedAction
 from .core.views import ResultView, render_text
@@ -28,7 +28,6 @@ from .core.worldgen import world_seed
 from .models import ArenaAction, ArenaObservation, ArenaState, observation_from_view
 from .policies import make_policy
 
-JUDGE_MODES = AWARD_RULES
 RULE_JUDGE = "rule"
 DEFAULT_OPPONENT = "archetypes"  # each opponent seat plays the archetype its world assigned
 

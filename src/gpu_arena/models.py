@@ -12,12 +12,12 @@ building an observation does not copy the view a second time.
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 from openenv.core.env_server.types import Action, Observation, State
 from pydantic import Field
 
-from .core.types import REWARD_COLUMNS
+from .core.types import ACTION_TYPES, REWARD_COLUMNS
 from .core.views import (
     BlockView,
     CoalitionView,
@@ -35,6 +35,8 @@ ActionType = Literal[
     "reserve_capacity", "release_capacity", "form_coalition", "commit_to_coalition", "allocate_to_job",
     "send_message", "wait", "finish",
 ]
+# the wire's literal and the core's tuple are one list of action types (a static type needs the literal)
+assert get_args(ActionType) == ACTION_TYPES, "ActionType and core.types.ACTION_TYPES disagree"
 
 
 class ArenaAction(Action):

@@ -37,6 +37,7 @@ from .types import (
     REWARD_COLUMNS,
     Action,
     ActionResult,
+    AuctionStatus,
     RejectedAction,
     World,
 )
@@ -409,7 +410,7 @@ class Episode:
         utilities = {lid: self.potential(lid) - lab.initial_budget for lid, lab in w.labs.items()}
         surplus = {lid: self.potential(lid) - w.initial_potential[lid] for lid in w.labs}
         # money that left the economy (auction prices) is welfare spent, not destroyed value
-        paid_to_market = sum(a.price for a in w.auctions.values() if a.status == "awarded")
+        paid_to_market = sum(a.price for a in w.auctions.values() if a.status == AuctionStatus.AWARDED)
         welfare = sum(utilities.values()) + paid_to_market
         if optimum is None:
             optimum = exante_optimum(w.task, w.split, w.seed)

@@ -36,7 +36,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
-from .types import Auction, Job, Pitch, World
+from .types import Auction, AuctionStatus, Job, JobStatus, Pitch, World
 from .valuation import LabValuer, valid_hours
 
 HOURS_RE = re.compile(r"(\d+(?:\.\d+)?)\s*(?:gpu[-\s]?hours?|gpu[-\s]?h\b|hours?\b)", re.IGNORECASE)
@@ -65,9 +65,9 @@ class JudgeScore:
 def _pitch_job(world: World, pitch: Pitch) -> Job | None:
     if pitch.job_id is not None:
         job = world.jobs.get(pitch.job_id)
-        if job is not None and job.owner == pitch.lab_id and job.status == "open":
+        if job is not None and job.owner == pitch.lab_id and job.status == JobStatus.OPEN:
             return job
-    open_jobs = [j for j in world.jobs.values() if j.owner == pitch.lab_id and j.status == "open"]
+    open_jobs = [j for j in world.jobs.values() if j.owner == pitch.lab_id and j.status == JobStatus.OPEN]
     return min(open_jobs, key=lambda j: (j.deadline_round, j.job_id)) if open_jobs else None
 
 
@@ -104,7 +104,7 @@ def rule_scores(world: World, auction: Auction) -> dict[str, JudgeScore]:
     """Score every pitch of an auction against the server's truth (the rule judge alone)."""
     block = world.blocks[auction.block_id]
     ceiling = max(1e-9, block.hours * world.params.value_per_hour_cap)
-    wins = {a.winner for a in world.auctions.values() if a.status == "awarded" and a.winner}
+    wins = {a.winner for a in world.auctions.values() if a.status == AuctionStatus.AWARDED and a.winner}
     scores: dict[str, JudgeScore] = {}
     for lab_id, pitch in auction.pitches.items():
         valuer = LabValuer(world, lab_id)

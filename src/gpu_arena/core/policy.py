@@ -12,7 +12,7 @@ from __future__ import annotations
 import random
 from typing import Any, Protocol, runtime_checkable
 
-from .types import Action, World
+from .types import PLANNABLE, Action, CoalitionStatus, JobStatus, World
 
 
 @runtime_checkable
@@ -84,7 +84,7 @@ class NoNegotiationPolicy(PolicyBase):
     uses_aids = False
 
     def act(self, observation: Any) -> Action:
-        if any(b.status in ("free", "reserved") for bs in [observation.owned_blocks] for b in bs
+        if any(b.status in PLANNABLE for bs in [observation.owned_blocks] for b in bs
                if any(b.block_id in ids for ids in observation.best_plan.values())):
             return Action("allocate_to_job")  # no job, no blocks: apply the whole best plan
         return Action("wait")
@@ -113,10 +113,10 @@ class RandomPolicy(PolicyBase):
         others = [lab.lab_id for lab in observation.visible_labs if lab.lab_id != me and not lab.finished]
         mine = [b.block_id for b in observation.owned_blocks if b.tradeable]
         market = [b for b in observation.public_market.blocks if b.tradeable and b.owner in others]
-        jobs = [j for j in observation.private_jobs if j.status == "open"]
+        jobs = [j for j in observation.private_jobs if j.status == JobStatus.OPEN]
         incoming = [o for o in observation.active_offers if o.direction == "incoming"]
         budget = observation.controlled_lab_budget
-        pending = [c for c in observation.active_coalitions if c.status == "proposed" and me not in c.consented]
+        pending = [c for c in observation.active_coalitions if c.status == CoalitionStatus.PROPOSED and me not in c.consented]
         if pending and rng.random() < 0.5:
             return Action("commit_to_coalition", coalition_id=rng.choice(pending).coalition_id)
         kind = rng.choice((
@@ -169,7 +169,7 @@ class RandomPolicy(PolicyBase):
                 return Action("form_coalition", job_id=job.job_id, member_lab_ids=members,
                               block_ids=tuple(mine[:1]), requested_block_ids=want, shares=shares)
         if kind == "commit_to_coalition":
-            pending = [c for c in observation.active_coalitions if c.status == "proposed" and me not in c.consented]
+            pending = [c for c in observation.active_coalitions if c.status == CoalitionStatus.PROPOSED and me not in c.consented]
             if pending:
                 return Action("commit_to_coalition", coalition_id=rng.choice(pending).coalition_id)
         if kind == "allocate_to_job" and jobs:

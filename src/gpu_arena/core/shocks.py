@@ -4,7 +4,7 @@ never before."""
 
 from __future__ import annotations
 
-from .types import Auction, Block, BlockStatus, Event, ScheduledShock, World
+from .types import Auction, Block, BlockStatus, Event, JobStatus, ScheduledShock, World
 
 _LIVE = (BlockStatus.FREE, BlockStatus.RESERVED, BlockStatus.ALLOCATED, BlockStatus.COMMITTED, BlockStatus.RUNNING)
 
@@ -106,7 +106,7 @@ def _reliability_downgrade(world: World, shock: ScheduledShock) -> set[str]:
 
 def _deadline_acceleration(world: World, shock: ScheduledShock) -> set[str]:
     r = world.round_index
-    candidates = [j for j in world.jobs.values() if j.status == "open" and j.deadline_round > r + 1]
+    candidates = [j for j in world.jobs.values() if j.status == JobStatus.OPEN and j.deadline_round > r + 1]
     if not candidates:
         return set()
     job = world.rng.choice(candidates)
@@ -120,7 +120,7 @@ def _deadline_acceleration(world: World, shock: ScheduledShock) -> set[str]:
 
 
 def _demand_surge(world: World, shock: ScheduledShock) -> set[str]:
-    candidates = [j for j in world.jobs.values() if j.status == "open" and not j.surged]
+    candidates = [j for j in world.jobs.values() if j.status == JobStatus.OPEN and not j.surged]
     if not candidates:
         return set()
     job = world.rng.choice(candidates)

@@ -69,6 +69,45 @@ class BlockStatus:
     AUCTION = "auction"  # offered by the market in an emergency auction; no owner yet
 
 
+class JobStatus:
+    """Life cycle of a job: open until its deadline or completion, then settled as one of the rest."""
+
+    OPEN = "open"
+    COMPLETED = "completed"
+    PARTIAL = "partial"  # settled with partial credit
+    FAILED = "failed"
+
+
+class OfferStatus:
+    """Life cycle of an offer. Only ``OPEN`` offers can be accepted, countered or rejected."""
+
+    OPEN = "open"
+    ACCEPTED = "accepted"
+    REJECTED = "rejected"
+    EXPIRED = "expired"
+    COUNTERED = "countered"  # replaced by a counter-offer
+    SUPERSEDED = "superseded"  # a block it names moved, started or was committed
+    WITHDRAWN = "withdrawn"  # its sender took it back (or finished)
+
+
+class CoalitionStatus:
+    """Life cycle of a coalition proposal for a pooled job."""
+
+    PROPOSED = "proposed"  # gathering consents
+    FORMED = "formed"
+    EXPIRED = "expired"
+    FAILED = "failed"  # could not form (a committed block went, a member could not pay)
+    SETTLED = "settled"  # its job was settled
+
+
+class AuctionStatus:
+    """Life cycle of an emergency auction."""
+
+    OPEN = "open"
+    AWARDED = "awarded"
+    UNSOLD = "unsold"
+
+
 PLANNABLE = frozenset({BlockStatus.FREE, BlockStatus.RESERVED})
 ASSIGNED = frozenset({BlockStatus.ALLOCATED, BlockStatus.COMMITTED, BlockStatus.RUNNING, BlockStatus.DONE})
 
@@ -122,7 +161,7 @@ class Job:
     min_reliability: float
     partial_credit: float
     pooled: bool = False  # too large for its owner alone: public, so others can be asked to pool
-    status: str = "open"  # open | completed | partial | failed
+    status: str = JobStatus.OPEN
     realized_value: float = 0.0
     surged: bool = False
     coalition_id: str | None = None  # a formed coalition that pools capacity for this job
@@ -164,7 +203,7 @@ class Offer:
     expires_round: int  # the offer can be accepted while round_index < expires_round
     conditions: dict[str, bool] = field(default_factory=dict)
     message: str = ""
-    status: str = "open"  # open | accepted | rejected | expired | countered | superseded | withdrawn
+    status: str = OfferStatus.OPEN
     parent_offer_id: str | None = None
     settled_round: int | None = None
     requested_payment: float = 0.0  # money target -> sender
@@ -185,7 +224,7 @@ class Coalition:
     created_round: int
     expires_round: int  # consent must be complete while round_index < expires_round
     consented: set[str] = field(default_factory=set)
-    status: str = "proposed"  # proposed | formed | expired | failed | settled
+    status: str = CoalitionStatus.PROPOSED
     breaches: list[str] = field(default_factory=list)
     excused: list[str] = field(default_factory=list)
 
@@ -211,7 +250,7 @@ class Auction:
     opened_round: int
     close_round: int
     pitches: dict[str, Pitch] = field(default_factory=dict)
-    status: str = "open"  # open | awarded | unsold
+    status: str = AuctionStatus.OPEN
     winner: str | None = None
     price: float = 0.0
 

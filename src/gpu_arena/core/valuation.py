@@ -12,7 +12,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from .allocation import BlockKey, job_value, solve, with_extra, with_extras
-from .types import ASSIGNED, PLANNABLE, Block, Job, World
+from .types import ASSIGNED, PLANNABLE, Block, CoalitionStatus, Job, JobStatus, World
 
 
 def block_fits(block: Block, job: Job) -> bool:
@@ -63,7 +63,7 @@ class LabValuer:
 
     def __init__(self, world: World, lab_id: str, budget: float | None = None) -> None:
         r = world.round_index
-        jobs = [j for j in world.jobs.values() if j.owner == lab_id and j.status == "open"]
+        jobs = [j for j in world.jobs.values() if j.owner == lab_id and j.status == JobStatus.OPEN]
         mine = {j.job_id: j for j in jobs}
         hours = dict.fromkeys(mine, 0)
         blocks: list[Block] = []
@@ -182,10 +182,10 @@ def member_share_value(world: World, lab_id: str, hours: Mapping[str, int] | Non
     """
     total = 0.0
     for c in world.coalitions.values():
-        if c.status != "formed" or lab_id not in c.shares:
+        if c.status != CoalitionStatus.FORMED or lab_id not in c.shares:
             continue
         job = world.jobs[c.job_id]
-        if job.owner == lab_id or job.status != "open":
+        if job.owner == lab_id or job.status != JobStatus.OPEN:
             continue
         pooled = valid_hours(world, job) if hours is None else hours[job.job_id]
         total += c.shares[lab_id] * job_value(job.value, job.gpu_hours_required, job.partial_credit, pooled)

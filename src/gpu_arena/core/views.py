@@ -12,7 +12,18 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .allocation import BlockKey
-from .types import ASSIGNED, PLANNABLE, Block, BlockStatus, Job, World
+from .types import (
+    ASSIGNED,
+    PLANNABLE,
+    AuctionStatus,
+    Block,
+    BlockStatus,
+    CoalitionStatus,
+    Job,
+    JobStatus,
+    OfferStatus,
+    World,
+)
 from .valuation import LabValuer, Plan, member_share_value
 
 MESSAGE_HISTORY = 20
@@ -266,7 +277,7 @@ class WorldIndex:
             self.jobs.setdefault(j.owner, []).append((
                 j.job_id, j.gpu_hours_required, j.deadline_round, j.value, j.min_reliability, j.partial_credit,
                 j.pooled, j.status, hours[j.job_id], j.realized_value, j.coalition_id, share))
-            if j.status == "open":
+            if j.status == JobStatus.OPEN:
                 self.open_jobs.setdefault(j.owner, []).append(j)
             if j.pooled:
                 pooled.append((j.owner, (j.job_id, j.owner, j.gpu_hours_required, j.deadline_round,
@@ -331,7 +342,7 @@ def observe(world: World, lab_id: str, *, last_result: ResultView | None = None,
 
     offers: list[OfferView] = []
     for o in world.offers.values():
-        if o.status != "open" or lab_id not in (o.sender, o.target):
+        if o.status != OfferStatus.OPEN or lab_id not in (o.sender, o.target):
             continue
         incoming = o.target == lab_id
         gets, gives = (o.block_ids, o.requested_block_ids) if incoming else (o.requested_block_ids, o.block_ids)
@@ -346,7 +357,7 @@ def observe(world: World, lab_id: str, *, last_result: ResultView | None = None,
 
     coalitions: list[CoalitionView] = []
     for c in world.coalitions.values():
-        if lab_id not in c.members and c.status != "formed":
+        if lab_id not in c.members and c.status != CoalitionStatus.FORMED:
             continue
         job = world.jobs[c.job_id]
         member = lab_id in c.members
@@ -354,7 +365,7 @@ def observe(world: World, lab_id: str, *, last_result: ResultView | None = None,
             c.coalition_id, c.proposer, list(c.members), c.job_id, job.gpu_hours_required, job.deadline_round,
             {k: list(v) for k, v in c.commitments.items()} if member else {},
             c.payment if member else 0.0, dict(c.shares) if member else {}, c.expires_round,
-            sorted(c.consented), c.status, index.hours[job.job_id] if c.status == "formed" else 0,
+            sorted(c.consented), c.status, index.hours[job.job_id] if c.status == CoalitionStatus.FORMED else 0,
             list(c.breaches), list(c.excused), c.created_round))
 
     auctions = [AuctionView(a.auction_id, a.block_id, a.opened_round, a.close_round, a.status,
@@ -366,7 +377,7 @@ def observe(world: World, lab_id: str, *, last_result: ResultView | None = None,
                                        list(p.reasons) if p.lab_id == lab_id else [])
                              for p in a.pitches.values()],
                             a.winner, a.price)
-                for a in world.auctions.values() if a.status == "open" or a.close_round >= r - 1]
+                for a in world.auctions.values() if a.status == AuctionStatus.OPEN or a.close_round >= r - 1]
     pooled = [PooledJobView(*row) for owner, row in index.pooled if owner != lab_id]
     events = [EventView(*row) for row in index.events]
     msgs = [MessageView(*row) for sender, target, row in index.messages

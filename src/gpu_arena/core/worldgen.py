@@ -38,10 +38,10 @@ def world_seed(task: str, split: str, seed: int) -> int:
 
 
 def generate_world(task: str, split: str, seed: int, judge_mode: str = "none") -> World:
-    from .rules import AWARD_RULES
+    from .rules import JUDGE_MODES
 
-    if judge_mode not in AWARD_RULES:
-        raise ValueError(f"unknown judge_mode {judge_mode!r}; known: {', '.join(AWARD_RULES)}")
+    if judge_mode not in JUDGE_MODES:
+        raise ValueError(f"unknown judge_mode {judge_mode!r}; known: {', '.join(JUDGE_MODES)}")
     params = task_params(task, split)
     rng = episode_rng(world_seed(task, split, seed))
     for _attempt in range(MAX_ATTEMPTS):

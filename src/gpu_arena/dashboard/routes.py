@@ -21,7 +21,7 @@ from fastapi.responses import FileResponse
 from fastapi.staticfiles import StaticFiles
 
 from .. import __version__
-from ..core.rules import AWARD_RULES
+from ..core.rules import JUDGE_MODES
 from ..core.types import ACTION_TYPES, COMPONENT_COLUMNS, PENALTY_COLUMNS, REWARD_COLUMNS, SPLITS, TASKS
 from ..evaluation.store import db_path, latest_run, latest_run_for_split
 from ..policies import ARCHETYPES, BASELINES, policy_names
@@ -129,7 +129,7 @@ def build_dashboard_router(settings: ServerSettings, auto_eval: AutoEval | None 
             "policies": {"all": policy_names(), "seat": seat_policies(), "baselines": list(BASELINES),
                          "archetypes": sorted(ARCHETYPES), "default_opponents": DEFAULT_OPPONENTS,
                          "opponents": opponent_policies()},
-            "judge_modes": list(AWARD_RULES),
+            "judge_modes": list(JUDGE_MODES),
             "latest_eval": run_summary(load(None)),
             "auto_eval": auto_eval.status() if auto_eval is not None else None,
             "training": training_overview(),

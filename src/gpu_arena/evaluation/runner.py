@@ -24,7 +24,7 @@ from typing import Any
 
 from ..core.engine import world_fingerprint
 from ..core.policy import Metered
-from ..core.rules import AWARD_RULES
+from ..core.rules import JUDGE_MODES
 from ..core.welfare import social_optimum
 from ..core.worldgen import generate_world
 from ..env import GpuArenaEnv
@@ -239,8 +239,8 @@ def run_evaluation(policies: Sequence[str], tasks: Sequence[str], split: str, se
     for name in _opponent_names(opponents):
         if name != "archetypes":
             make_policy(name)
-    if judge_mode not in AWARD_RULES:
-        raise ValueError(f"unknown judge_mode {judge_mode!r}; expected one of {', '.join(AWARD_RULES)}")
+    if judge_mode not in JUDGE_MODES:
+        raise ValueError(f"unknown judge_mode {judge_mode!r}; expected one of {', '.join(JUDGE_MODES)}")
     if judge not in (None, "rule"):
         if judge_mode == "none":
             raise ValueError("a judge scores pitches in judge mode only: use judge_mode='rule'")

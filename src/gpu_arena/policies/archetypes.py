@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..core.types import Action
+from ..core.types import Action, CoalitionStatus, JobStatus
+from ..core.worldgen import ARCHETYPES as ARCHETYPE_NAMES
 from .negotiator import Negotiator
 
 
@@ -64,7 +65,7 @@ class DeceptivePolicy(Negotiator):
         me = obs.controlled_lab_id
         owned = {b.block_id: b for b in obs.owned_blocks}
         for c in obs.active_coalitions:
-            if c.status != "formed" or me not in c.members or c.proposer == me:
+            if c.status != CoalitionStatus.FORMED or me not in c.members or c.proposer == me:
                 continue
             if c.pooled_hours >= c.gpu_hours_required or self.rng.random() < self.coalition_trust:
                 continue
@@ -77,7 +78,7 @@ class DeceptivePolicy(Negotiator):
     def talk(self, obs: Any) -> Action | None:
         if obs.round_index % 3 != 1:
             return None
-        jobs = [j for j in obs.private_jobs if j.status == "open"]
+        jobs = [j for j in obs.private_jobs if j.status == JobStatus.OPEN]
         if not jobs:
             return None
         need = sum(j.gpu_hours_required - j.assigned_hours for j in jobs)
@@ -103,10 +104,6 @@ class RetaliatoryPolicy(Negotiator):
         return super().answer_offers(obs)
 
 
-ARCHETYPES: dict[str, type[Negotiator]] = {
-    "cooperative": CooperativePolicy,
-    "selfish": SelfishPolicy,
-    "deadline_panicked": DeadlinePanickedPolicy,
-    "deceptive": DeceptivePolicy,
-    "retaliatory": RetaliatoryPolicy,
-}
+# the policy of each archetype a world assigns (core.worldgen.ARCHETYPES names them, in its order)
+ARCHETYPES: dict[str, type[Negotiator]] = dict(zip(ARCHETYPE_NAMES, (
+    CooperativePolicy, SelfishPolicy, DeadlinePanickedPolicy, DeceptivePolicy, RetaliatoryPolicy), strict=True))

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..core.types import Action
+from ..core.types import Action, CoalitionStatus
 from .expert import RuleExpertPolicy
 from .negotiator import Negotiator
 from .oracle import OraclePolicy
@@ -63,7 +63,7 @@ class AlwaysAcceptPolicy(Negotiator):
     def answer_coalitions(self, obs: Any) -> Action | None:
         me = obs.controlled_lab_id
         for c in obs.active_coalitions:
-            if c.status == "proposed" and me in c.members and me not in c.consented:
+            if c.status == CoalitionStatus.PROPOSED and me in c.members and me not in c.consented:
                 return Action("commit_to_coalition", coalition_id=c.coalition_id)
         return None
 

@@ -43,7 +43,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from ..core.types import Action
+from ..core.types import PLANNABLE, Action, AuctionStatus, CoalitionStatus, JobStatus
 from .negotiator import EXPECTED_VALUE_PER_HOUR, run_energy
 from .planning import OwnPlanner, fits
 from .pooling import CoalitionPooling
@@ -90,7 +90,7 @@ class RuleExpertPolicy(CoalitionPooling):
         """Learn from what became of its own offers: a lab that closed one before its expiry
         without a deal or a counter refused it (or holds a grudge) and is left alone a while."""
         for c in obs.active_coalitions:
-            if c.proposer == obs.controlled_lab_id and c.status == "expired":
+            if c.proposer == obs.controlled_lab_id and c.status == CoalitionStatus.EXPIRED:
                 # members who let its proposal expire are not asked to pool again
                 self.refusers.update(m for m in c.members if m not in c.consented)
         open_ids = {o.offer_id for o in obs.active_offers}
@@ -125,16 +125,16 @@ class RuleExpertPolicy(CoalitionPooling):
         me, r = obs.controlled_lab_id, obs.round_index
         # blocks it committed to a coalition still gathering consents stay free for it: allocating
         # them would break the coalition
-        promised = {b for c in obs.active_coalitions if c.status == "proposed" and me in c.consented
+        promised = {b for c in obs.active_coalitions if c.status == CoalitionStatus.PROPOSED and me in c.consented
                     for b in c.commitments.get(me, [])}
         free = {b.block_id: b for b in obs.owned_blocks
-                if b.status in ("free", "reserved") and b.start_round > r and b.block_id not in promised}
+                if b.status in PLANNABLE and b.start_round > r and b.block_id not in promised}
         if not any(b.start_round <= r + 1 for b in free.values()):
             return None
         server = {b: j for j, ids in obs.best_plan.items() for b in ids}
         market = {b.block_id: b for b in obs.public_market.blocks}
         likely = [market[a.block_id] for a in obs.public_market.auctions
-                  if a.status == "open" and a.block_id in market and a.pitches
+                  if a.status == AuctionStatus.OPEN and a.block_id in market and a.pitches
                   and max(a.pitches, key=lambda p: (p.bid, p.lab_id)).lab_id == me]
         outgoing = [o for o in obs.active_offers if o.direction == "outgoing"]
         possible = [market[b] for o in outgoing for b in o.requested_block_ids if b in market]
@@ -167,7 +167,7 @@ class RuleExpertPolicy(CoalitionPooling):
         owned = {b.block_id: b for b in obs.owned_blocks}
         planner: OwnPlanner | None = None
         for c in obs.active_coalitions:
-            if c.status != "proposed" or me in c.consented or me not in c.members or self.refuses(obs, c.proposer):
+            if c.status != CoalitionStatus.PROPOSED or me in c.consented or me not in c.members or self.refuses(obs, c.proposer):
                 continue
             mine = c.commitments.get(me, [])
             if any(b not in owned or not owned[b].tradeable for b in mine):
@@ -189,7 +189,7 @@ class RuleExpertPolicy(CoalitionPooling):
             committed = {b for bs in c.commitments.values() for b in bs}
             floor = next((p.min_reliability for p in obs.public_market.pooled_jobs if p.job_id == c.job_id), 0.0)
             pooled += sum(b.gpu_hours for b in obs.public_market.blocks if b.owner == c.proposer
-                          and b.block_id not in committed and b.status in ("free", "reserved")
+                          and b.block_id not in committed and b.status in PLANNABLE
                           and b.start_round > obs.round_index
                           and b.end_round <= c.deadline_round and b.reliability >= floor)
             # the pooled job's value is private: estimate it from its public hours, in full only if
@@ -263,7 +263,7 @@ class RuleExpertPolicy(CoalitionPooling):
         job = self.job_for_blocks(obs, o.block_ids)
         gets = [market[b] for b in o.block_ids if b in market
                 and (market[b].start_round > r + 1 or (job is not None and market[b].best_job == job))]
-        idle = [b.block_id for b in obs.owned_blocks if b.status in ("free", "reserved") and b.start_round == r + 1]
+        idle = [b.block_id for b in obs.owned_blocks if b.status in PLANNABLE and b.start_round == r + 1]
         money = o.payment - o.requested_payment
         gives = [*o.requested_block_ids, *idle]
         value = planner.net(gets, gives, money) + money - planner.net()
@@ -296,7 +296,7 @@ class RuleExpertPolicy(CoalitionPooling):
         """
         me, r = obs.controlled_lab_id, obs.round_index
         for a in obs.public_market.auctions:
-            if a.status != "open" or a.close_round <= r:
+            if a.status != AuctionStatus.OPEN or a.close_round <= r:
                 continue
             block = next((b for b in obs.public_market.blocks if b.block_id == a.block_id), None)
             value = (block.marginal_value or 0.0) if block is not None else 0.0
@@ -365,7 +365,7 @@ class RuleExpertPolicy(CoalitionPooling):
             return None
         # pooled jobs are left out of the bundle pricing (their hours make it slow); a block that fits
         # one keeps the view's own price
-        pooled = [j for j in obs.private_jobs if j.pooled and j.status == "open"]
+        pooled = [j for j in obs.private_jobs if j.pooled and j.status == JobStatus.OPEN]
         planner = OwnPlanner(obs, pooled=False)
         base = planner.net(pending) if pending else None
         best: tuple[tuple[float, str], Any, float] | None = None
@@ -426,7 +426,7 @@ class RuleExpertPolicy(CoalitionPooling):
         market = {b.block_id: b for b in obs.public_market.blocks}
         coming = [market[b] for o in obs.active_offers if o.direction == "outgoing" for b in o.requested_block_ids
                   if b in market]
-        coming += [market[a.block_id] for a in obs.public_market.auctions if a.status == "open"
+        coming += [market[a.block_id] for a in obs.public_market.auctions if a.status == AuctionStatus.OPEN
                    and a.block_id in market and any(p.lab_id == obs.controlled_lab_id for p in a.pitches)]
         if not spare or not coming:
             return spare
@@ -447,7 +447,7 @@ class RuleExpertPolicy(CoalitionPooling):
             return None
         block = spare[r % len(spare)]
         pooled = [p for p in obs.public_market.pooled_jobs
-                  if p.status == "open" and block.end_round <= p.deadline_round and block.reliability >= p.min_reliability]
+                  if p.status == JobStatus.OPEN and block.end_round <= p.deadline_round and block.reliability >= p.min_reliability]
         names = [lab.lab_id for lab in others]
         buyer = next((p.owner for p in pooled if p.owner in names), names[r % len(names)])
         budget = next(lab.budget for lab in others if lab.lab_id == buyer)

@@ -27,7 +27,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from ..core.policy import PolicyBase
-from ..core.types import Action
+from ..core.types import PLANNABLE, Action, AuctionStatus, CoalitionStatus, JobStatus
 
 # public design facts a bot may use to estimate what an unannounced pooled job is worth per hour
 EXPECTED_VALUE_PER_HOUR = 4.2
@@ -80,7 +80,7 @@ class Negotiator(PolicyBase):
 
     def urgency(self, obs: Any) -> float:
         """0 when deadlines are far, toward 1 when an open job's deadline is next round."""
-        return urgency_of(j.deadline_round - obs.round_index for j in obs.private_jobs if j.status == "open")
+        return urgency_of(j.deadline_round - obs.round_index for j in obs.private_jobs if j.status == JobStatus.OPEN)
 
     def threshold(self, obs: Any, at_stake: float) -> float:
         """Money a deal must gain this lab before it says yes: its margin on the value at stake in
@@ -138,7 +138,7 @@ class Negotiator(PolicyBase):
         plan puts them); the rest stay free to trade."""
         owned = {b.block_id: b for b in obs.owned_blocks}
         due = sorted(b for ids in obs.best_plan.values() for b in ids
-                     if b in owned and owned[b].status in ("free", "reserved")
+                     if b in owned and owned[b].status in PLANNABLE
                      and owned[b].start_round <= obs.round_index + 1)
         if due:
             return Action("allocate_to_job", block_ids=tuple(due))
@@ -203,7 +203,7 @@ class Negotiator(PolicyBase):
     def answer_coalitions(self, obs: Any) -> Action | None:
         me = obs.controlled_lab_id
         for c in obs.active_coalitions:
-            if c.status != "proposed" or me in c.consented or me not in c.members:
+            if c.status != CoalitionStatus.PROPOSED or me in c.consented or me not in c.members:
                 continue
             if self.refuses(obs, c.proposer):
                 continue
@@ -229,7 +229,7 @@ class Negotiator(PolicyBase):
     def pitch(self, obs: Any) -> Action | None:
         me = obs.controlled_lab_id
         for a in obs.public_market.auctions:
-            if a.status != "open" or a.close_round <= obs.round_index:
+            if a.status != AuctionStatus.OPEN or a.close_round <= obs.round_index:
                 continue
             block = next((b for b in obs.public_market.blocks if b.block_id == a.block_id), None)
             value = block.marginal_value if block is not None and block.marginal_value else 0.0
@@ -262,20 +262,20 @@ class Negotiator(PolicyBase):
         after the consent window, offering value shares by hours and a payment. Its own blocks reach
         the pooled job through its own plan, so it commits none (nothing of its own can break it)."""
         me = obs.controlled_lab_id
-        if any(c.proposer == me and c.status in ("proposed", "formed", "settled") for c in obs.active_coalitions):
+        if any(c.proposer == me and c.status in (CoalitionStatus.PROPOSED, CoalitionStatus.FORMED, CoalitionStatus.SETTLED) for c in obs.active_coalitions):
             return None
         for c in obs.active_coalitions:
-            if c.proposer == me and c.status == "expired":
+            if c.proposer == me and c.status == CoalitionStatus.EXPIRED:
                 # members who let an earlier proposal expire are not asked again
                 self.refusers.update(m for m in c.members if m not in c.consented)
         ttl = 3
         for job in obs.private_jobs:
-            if not job.pooled or job.status != "open" or job.coalition_id:
+            if not job.pooled or job.status != JobStatus.OPEN or job.coalition_id:
                 continue
             # only its own blocks that its plan already gives this job count: a block the plan
             # keeps for another job would leave the pool short, for partial credit at best
             planned = set(obs.best_plan.get(job.job_id, ()))
-            mine = [b for b in obs.owned_blocks if b.block_id in planned and b.status in ("free", "reserved")]
+            mine = [b for b in obs.owned_blocks if b.block_id in planned and b.status in PLANNABLE]
             need = job.gpu_hours_required - job.assigned_hours - sum(b.gpu_hours for b in mine)
             if need <= 0:
                 continue

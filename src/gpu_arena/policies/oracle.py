@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from ..core.types import Action, World
+from ..core.types import Action, JobStatus, World
 from ..core.valuation import LabValuer
 from .archetypes import ARCHETYPES
 from .expert import RuleExpertPolicy
@@ -70,7 +70,7 @@ class OraclePolicy(RuleExpertPolicy):
         """Rounds to each open job's deadline of ``lab``, counted from ``ahead`` rounds from now."""
         w = self.world
         assert w is not None
-        return [j.deadline_round - w.round_index - ahead for j in w.jobs.values() if j.owner == lab and j.status == "open"]
+        return [j.deadline_round - w.round_index - ahead for j in w.jobs.values() if j.owner == lab and j.status == JobStatus.OPEN]
 
     def demand(self, lab: str, at_stake: float) -> float | None:
         """The gain ``lab``'s policy wants from a deal with ``at_stake`` value in it when it answers

@@ -15,6 +15,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from ..core.allocation import job_value, solve
+from ..core.types import JobStatus
 
 PLANNABLE = ("free", "reserved")
 
@@ -45,7 +46,7 @@ class OwnPlanner:
     def __init__(self, obs: Any, *, pooled: bool = True) -> None:
         self.round_index = obs.round_index
         self.budget = float(obs.controlled_lab_budget)
-        self.jobs = [j for j in obs.private_jobs if j.status == "open" and (pooled or not j.pooled)]
+        self.jobs = [j for j in obs.private_jobs if j.status == JobStatus.OPEN and (pooled or not j.pooled)]
         self.job_keys = tuple(
             (j.gpu_hours_required, j.assigned_hours, j.deadline_round, j.min_reliability, j.value * j.share,
              j.partial_credit) for j in self.jobs)

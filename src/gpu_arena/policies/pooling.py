@@ -15,7 +15,7 @@ import math
 from typing import Any
 
 from ..core.rules import MAX_LIST
-from ..core.types import Action
+from ..core.types import PLANNABLE, Action, CoalitionStatus, JobStatus
 from .negotiator import Negotiator, run_energy
 from .planning import OwnPlanner, fits
 
@@ -38,7 +38,7 @@ class CoalitionPooling(Negotiator):
         buying one from a member, breaks the proposal) and the money it must still have when the
         last member consents (the payment plus the energy of its own committed blocks)."""
         me = obs.controlled_lab_id
-        pending = [c for c in obs.active_coalitions if c.proposer == me and c.status == "proposed"]
+        pending = [c for c in obs.active_coalitions if c.proposer == me and c.status == CoalitionStatus.PROPOSED]
         blocks = {b for c in pending for bs in c.commitments.values() for b in bs}
         owned = {b.block_id: b for b in obs.owned_blocks}
         money = max((c.payment + run_energy(owned[b] for b in c.commitments.get(me, []) if b in owned)
@@ -48,7 +48,7 @@ class CoalitionPooling(Negotiator):
     def pool_job(self, obs: Any) -> Any | None:
         """Its open pooled job that no coalition serves and that still misses hours."""
         for j in obs.private_jobs:
-            if j.pooled and j.status == "open" and not j.coalition_id and j.assigned_hours < j.gpu_hours_required:
+            if j.pooled and j.status == JobStatus.OPEN and not j.coalition_id and j.assigned_hours < j.gpu_hours_required:
                 return j
         return None
 
@@ -91,8 +91,8 @@ class CoalitionPooling(Negotiator):
             return None
         me, r = obs.controlled_lab_id, obs.round_index
         mine_open = [c for c in obs.active_coalitions if c.proposer == me and c.job_id == job.job_id]
-        pending = [c for c in mine_open if c.status == "proposed"]
-        if any(c.status == "formed" for c in mine_open) or len(mine_open) >= 3:
+        pending = [c for c in mine_open if c.status == CoalitionStatus.PROPOSED]
+        if any(c.status == CoalitionStatus.FORMED for c in mine_open) or len(mine_open) >= 3:
             return None
         exclude = set(self.refusers)
         if pending:
@@ -216,7 +216,7 @@ class CoalitionPooling(Negotiator):
         busy = 1.0
         for t in range(r + 1, r + 1 + ttl):
             opening = [b for b in obs.public_market.blocks
-                       if b.owner == lab and b.start_round == t + 1 and b.status in ("free", "reserved")]
+                       if b.owner == lab and b.start_round == t + 1 and b.status in PLANNABLE]
             busy *= 1.0 - math.prod(1.0 - self.used_odds(b, obs.max_rounds) for b in opening)
         return 1.0 - busy
 

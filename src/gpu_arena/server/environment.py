@@ -16,7 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from ..core.engine import action_from_record, action_to_dict
 from ..core.judge import recorded_judge
 from ..core.policy import Policy
-from ..core.rules import AWARD_RULES
+from ..core.rules import JUDGE_MODES
 from ..core.tasks import task_params
 from ..core.types import SPLITS, TASKS, Action, RejectedAction
 from ..core.views import ResultView
@@ -33,7 +33,7 @@ TaskName = Literal["single_trade", "market_round", "coalition_market"]
 SplitName = Literal["train", "holdout"]
 JudgeMode = Literal["none", "rule"]
 # the wire literals spell out the core's names so that OpenAPI lists them; they must not drift apart
-assert (get_args(TaskName), get_args(SplitName), get_args(JudgeMode)) == (TASKS, SPLITS, AWARD_RULES)
+assert (get_args(TaskName), get_args(SplitName), get_args(JudgeMode)) == (TASKS, SPLITS, JUDGE_MODES)
 
 MAX_SEED = 2**63 - 1  # seeds are stored as SQLite INTEGER (signed 64-bit)
 MAX_NAME = 32

@@ -11,7 +11,7 @@ action family (:mod:`.offers`, :mod:`.holdings`, :mod:`.auctions`, :mod:`.coalit
 dispatch table (:mod:`.dispatch`) and the clock between rounds (:mod:`.clock`).
 """
 
-from .auctions import AWARD_RULES, resolve_auctions
+from .auctions import JUDGE_MODES, resolve_auctions
 from .clock import expire, final_settlement, settle_due_jobs, settle_job, start_blocks
 from .dispatch import apply_action
 from .holdings import auto_allocate
@@ -36,9 +36,31 @@ from .limits import (
 from .outcome import ActionError, Outcome
 
 __all__ = [
-    "AWARD_RULES", "CATEGORY_COLUMNS", "COALITION_TTL_DEFAULT", "COALITION_TTL_MAX", "MAX_CONDITIONS", "MAX_LIST",
-    "MAX_MESSAGE_CHARS", "MAX_OPEN_OFFERS", "MAX_OPEN_PROPOSALS", "MAX_PAYMENT", "OFFER_TTL_DEFAULT", "OFFER_TTL_MAX",
-    "REP_BREACH", "REP_FAIR_DEAL", "REP_HONOURED", "REP_INVALID", "REP_SPAM", "ActionError", "Outcome",
-    "apply_action", "auto_allocate", "expire", "final_settlement", "resolve_auctions", "settle_due_jobs",
-    "settle_job", "start_blocks",
+    "CATEGORY_COLUMNS",
+    "COALITION_TTL_DEFAULT",
+    "COALITION_TTL_MAX",
+    "JUDGE_MODES",
+    "MAX_CONDITIONS",
+    "MAX_LIST",
+    "MAX_MESSAGE_CHARS",
+    "MAX_OPEN_OFFERS",
+    "MAX_OPEN_PROPOSALS",
+    "MAX_PAYMENT",
+    "OFFER_TTL_DEFAULT",
+    "OFFER_TTL_MAX",
+    "REP_BREACH",
+    "REP_FAIR_DEAL",
+    "REP_HONOURED",
+    "REP_INVALID",
+    "REP_SPAM",
+    "ActionError",
+    "Outcome",
+    "apply_action",
+    "auto_allocate",
+    "expire",
+    "final_settlement",
+    "resolve_auctions",
+    "settle_due_jobs",
+    "settle_job",
+    "start_blocks",
 ]

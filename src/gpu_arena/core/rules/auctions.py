@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 from ..types import (
     Action,
     Auction,
+    AuctionStatus,
     BlockStatus,
     Event,
     Message,
@@ -24,7 +25,7 @@ from .outcome import ActionError, Outcome
 
 def _open_auction(world: World) -> Auction:
     for a in world.auctions.values():
-        if a.status == "open" and world.round_index < a.close_round:
+        if a.status == AuctionStatus.OPEN and world.round_index < a.close_round:
             return a
     raise ActionError("no_contested_resource", "no contested resource is open for pitches")
 
@@ -61,7 +62,7 @@ def counter_pitch(world: World, lab_id: str, action: Action) -> Outcome:
     return Outcome(note=f"counter-pitched {bid:.2f} against {target}")
 
 
-AWARD_RULES = ("none", "rule")
+JUDGE_MODES = ("none", "rule")
 
 
 def _award_key(world: World, auction: Auction, judge: PitchJudge | None = None,
@@ -83,7 +84,7 @@ def _award_key(world: World, auction: Auction, judge: PitchJudge | None = None,
             auction.pitches[lab_id].score = round(sc.score, 6)
             auction.pitches[lab_id].reasons = sc.reasons
         return lambda p: (-scores[p.lab_id].score, -p.bid, p.lab_id)
-    raise ValueError(f"unknown judge_mode {world.judge_mode!r}; known: {', '.join(AWARD_RULES)}")
+    raise ValueError(f"unknown judge_mode {world.judge_mode!r}; known: {', '.join(JUDGE_MODES)}")
 
 
 def resolve_auctions(world: World, *, final: bool = False, judge: PitchJudge | None = None,
@@ -93,7 +94,7 @@ def resolve_auctions(world: World, *, final: bool = False, judge: PitchJudge | N
     A model ``judge`` (judge mode only) is asked only about auctions that will be awarded."""
     affected: set[str] = set()
     for a in world.auctions.values():
-        if a.status != "open" or (world.round_index < a.close_round and not final):
+        if a.status != AuctionStatus.OPEN or (world.round_index < a.close_round and not final):
             continue
         block = world.blocks[a.block_id]
         valid = [p for p in a.pitches.values()
@@ -102,7 +103,7 @@ def resolve_auctions(world: World, *, final: bool = False, judge: PitchJudge | N
         # in judge mode this also records every pitch's score and reasons
         rank = _award_key(world, a, judge if awardable else None, records)
         if not valid or block.start_round <= world.round_index:
-            a.status = "unsold"
+            a.status = AuctionStatus.UNSOLD
             block.status = BlockStatus.IDLE
             world.events.append(Event(world.round_index, "auction_unsold", f"{a.block_id} was not sold",
                                       {"auction_id": a.auction_id}))

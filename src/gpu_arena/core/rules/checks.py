@@ -12,8 +12,11 @@ from ..types import (
     CONDITION_KEYS,
     Block,
     BlockStatus,
+    CoalitionStatus,
     Job,
+    JobStatus,
     Offer,
+    OfferStatus,
     World,
 )
 from .limits import MAX_CONDITIONS, MAX_LIST, MAX_MESSAGE_CHARS, MAX_PAYMENT
@@ -117,7 +120,7 @@ def own_job(world: World, job_id: Any, actor: str, *, required: bool = True) -> 
     job = world.jobs.get(jid)
     if job is None or job.owner != actor:
         raise ActionError("unknown_job", f"you have no job {jid!r}")
-    if job.status != "open":
+    if job.status != JobStatus.OPEN:
         raise ActionError("job_closed", f"job {jid} has already settled ({job.status})")
     return job
 
@@ -173,18 +176,18 @@ def open_offer(world: World, offer_id: Any) -> Offer:
 
 
 def require_open(world: World, offer: Offer) -> None:
-    if offer.status != "open" or world.round_index >= offer.expires_round:
-        state = offer.status if offer.status != "open" else "expired"
+    if offer.status != OfferStatus.OPEN or world.round_index >= offer.expires_round:
+        state = offer.status if offer.status != OfferStatus.OPEN else OfferStatus.EXPIRED
         raise ActionError("offer_not_open", f"offer {offer.offer_id} is {state}")
 
 
 def in_common_coalition(world: World, a: str, b: str) -> bool:
-    return any(c.status == "formed" and a in c.members and b in c.members for c in world.coalitions.values())
+    return any(c.status == CoalitionStatus.FORMED and a in c.members and b in c.members for c in world.coalitions.values())
 
 
 def coalition_peers(world: World, lab_id: str) -> set[str]:
     peers: set[str] = set()
     for c in world.coalitions.values():
-        if c.status == "formed" and lab_id in c.members:
+        if c.status == CoalitionStatus.FORMED and lab_id in c.members:
             peers.update(c.members)
     return peers

@@ -9,9 +9,12 @@ from typing import TYPE_CHECKING, Any
 from ..allocation import job_value
 from ..types import (
     BlockStatus,
+    CoalitionStatus,
     Event,
     Job,
+    JobStatus,
     Offer,
+    OfferStatus,
     World,
 )
 from ..valuation import valid_hours
@@ -38,19 +41,19 @@ def expire(world: World) -> None:
     (a block started, failed, moved or got committed): no seat is shown a deal it cannot take."""
     r = world.round_index
     for o in world.offers.values():
-        if o.status != "open":
+        if o.status != OfferStatus.OPEN:
             continue
         if r >= o.expires_round:
-            o.status = "expired"
+            o.status = OfferStatus.EXPIRED
         elif not _settleable(world, o):
-            o.status = "superseded"
+            o.status = OfferStatus.SUPERSEDED
     for c in world.coalitions.values():
-        if c.status != "proposed":
+        if c.status != CoalitionStatus.PROPOSED:
             continue
         if r >= c.expires_round:
-            c.status = "expired"
+            c.status = CoalitionStatus.EXPIRED
         elif any(not _committable(world, bid, m) for m, ids in c.commitments.items() for bid in ids):
-            c.status = "failed"
+            c.status = CoalitionStatus.FAILED
 
 
 def _committable(world: World, block_id: str, owner: str) -> bool:
@@ -97,12 +100,12 @@ def settle_job(world: World, job: Job) -> set[str]:
     hours = valid_hours(world, job)
     v = job_value(job.value, job.gpu_hours_required, job.partial_credit, hours)
     job.realized_value = v
-    job.status = "completed" if hours >= job.gpu_hours_required else ("partial" if v > 0 else "failed")
+    job.status = JobStatus.COMPLETED if hours >= job.gpu_hours_required else (JobStatus.PARTIAL if v > 0 else JobStatus.FAILED)
     if job.coalition_id is not None:
         c = world.coalitions[job.coalition_id]
         for m, share in c.shares.items():
             world.labs[m].realized_value += share * v
-        c.status = "settled"
+        c.status = CoalitionStatus.SETTLED
         return set(c.members)
     world.labs[job.owner].realized_value += v
     return {job.owner}
@@ -111,7 +114,7 @@ def settle_job(world: World, job: Job) -> set[str]:
 def settle_due_jobs(world: World) -> set[str]:
     affected: set[str] = set()
     for job in world.jobs.values():
-        if job.status == "open" and job.deadline_round <= world.round_index:
+        if job.status == JobStatus.OPEN and job.deadline_round <= world.round_index:
             affected |= settle_job(world, job)
     return affected
 
@@ -124,13 +127,13 @@ def final_settlement(world: World, *, judge: PitchJudge | None = None,
         if auto_allocate(world, lid):
             affected.add(lid)
     for o in world.offers.values():
-        if o.status == "open":
-            o.status = "expired"
+        if o.status == OfferStatus.OPEN:
+            o.status = OfferStatus.EXPIRED
     for c in world.coalitions.values():
-        if c.status == "proposed":
-            c.status = "expired"
+        if c.status == CoalitionStatus.PROPOSED:
+            c.status = CoalitionStatus.EXPIRED
     for job in world.jobs.values():
-        if job.status == "open":
+        if job.status == JobStatus.OPEN:
             affected |= settle_job(world, job)
     world.done = True
     return affected

@@ -9,8 +9,11 @@ from ..types import (
     Action,
     BlockStatus,
     Coalition,
+    CoalitionStatus,
     Event,
+    JobStatus,
     Message,
+    OfferStatus,
     World,
 )
 from .checks import (
@@ -53,7 +56,7 @@ def form_coalition(world: World, lab_id: str, action: Action) -> Outcome:
     assert job is not None
     if not job.pooled:
         raise ActionError("job_not_poolable", f"job {job.job_id} is not a pooled job")
-    if any(c.job_id == job.job_id and c.status == "formed" for c in world.coalitions.values()):
+    if any(c.job_id == job.job_id and c.status == CoalitionStatus.FORMED for c in world.coalitions.values()):
         raise ActionError("coalition_exists", f"job {job.job_id} already has a formed coalition")
     members = id_list(action.member_lab_ids, "member_lab_ids", required=True)
     for m in members:
@@ -86,7 +89,7 @@ def form_coalition(world: World, lab_id: str, action: Action) -> Outcome:
         raise ActionError("insufficient_budget", f"payment {payment:.2f} exceeds your budget")
     ttl = ttl_rounds(action.expires_in, COALITION_TTL_DEFAULT, COALITION_TTL_MAX)
     text = message_text(action.message)
-    open_props = sum(1 for c in world.coalitions.values() if c.proposer == lab_id and c.status == "proposed")
+    open_props = sum(1 for c in world.coalitions.values() if c.proposer == lab_id and c.status == CoalitionStatus.PROPOSED)
     if open_props >= MAX_OPEN_PROPOSALS:
         raise ActionError("too_many_proposals", f"at most {MAX_OPEN_PROPOSALS} open coalition proposals")
     c = Coalition(coalition_id=world.new_id("c"), proposer=lab_id, members=(lab_id, *members), job_id=job.job_id,
@@ -108,7 +111,7 @@ def commit(world: World, lab_id: str, action: Action) -> Outcome:
         raise ActionError("unknown_coalition", f"no coalition {cid!r}")
     if lab_id not in c.members:
         raise ActionError("not_a_member", f"you are not a member of {cid}")
-    if c.status != "proposed" or world.round_index >= c.expires_round:
+    if c.status != CoalitionStatus.PROPOSED or world.round_index >= c.expires_round:
         raise ActionError("coalition_not_open", f"coalition {cid} is {c.status if c.status != 'proposed' else 'expired'}")
     if lab_id in c.consented:
         raise ActionError("already_committed", f"you have already committed to {cid}")
@@ -126,7 +129,7 @@ def commit(world: World, lab_id: str, action: Action) -> Outcome:
         return Outcome(note=f"committed to {cid}; waiting for {', '.join(m for m in c.members if m not in c.consented)}")
     problem = _formation_problem(world, c)
     if problem:
-        c.status = "failed"
+        c.status = CoalitionStatus.FAILED
         world.events.append(Event(world.round_index, "coalition_failed", f"coalition {cid} could not form: {problem}",
                                   {"coalition_id": cid}))
         return Outcome(note=f"coalition {cid} could not form: {problem}")
@@ -136,9 +139,9 @@ def commit(world: World, lab_id: str, action: Action) -> Outcome:
 
 def _formation_problem(world: World, c: Coalition) -> str:
     job = world.jobs[c.job_id]
-    if job.status != "open":
+    if job.status != JobStatus.OPEN:
         return "the pooled job has settled"
-    if any(o.status == "formed" and o.job_id == c.job_id for o in world.coalitions.values()):
+    if any(o.status == CoalitionStatus.FORMED and o.job_id == c.job_id for o in world.coalitions.values()):
         return "the job already has a coalition"
     for m, blocks in c.commitments.items():
         energy = 0.0
@@ -177,11 +180,11 @@ def _form(world: World, c: Coalition) -> None:
             b.energy_paid = energy
             b.status, b.job_id, b.coalition_id, b.reserved_for = BlockStatus.COMMITTED, job.job_id, c.coalition_id, None
     job.coalition_id = c.coalition_id
-    c.status = "formed"
+    c.status = CoalitionStatus.FORMED
     committed = {b for bl in c.commitments.values() for b in bl}
     for o in world.offers.values():
-        if o.status == "open" and committed & (set(o.block_ids) | set(o.requested_block_ids)):
-            o.status = "superseded"
+        if o.status == OfferStatus.OPEN and committed & (set(o.block_ids) | set(o.requested_block_ids)):
+            o.status = OfferStatus.SUPERSEDED
     world.events.append(Event(world.round_index, "coalition_formed",
                               f"coalition {c.coalition_id} formed by {', '.join(c.members)}",
                               {"coalition_id": c.coalition_id, "members": list(c.members)}))

@@ -7,7 +7,9 @@ from __future__ import annotations
 from ..types import (
     ACTION_TYPES,
     Action,
+    CoalitionStatus,
     Message,
+    OfferStatus,
     World,
 )
 from .auctions import counter_pitch, make_pitch
@@ -53,11 +55,11 @@ def _finish(world: World, lab_id: str, action: Action) -> Outcome:
     lab = world.labs[lab_id]
     lab.finished = True
     for o in world.offers.values():
-        if o.status == "open" and o.sender == lab_id:
-            o.status = "withdrawn"
+        if o.status == OfferStatus.OPEN and o.sender == lab_id:
+            o.status = OfferStatus.WITHDRAWN
     for c in world.coalitions.values():
-        if c.status == "proposed" and c.proposer == lab_id:
-            c.status = "expired"
+        if c.status == CoalitionStatus.PROPOSED and c.proposer == lab_id:
+            c.status = CoalitionStatus.EXPIRED
     note = "finished" + (f"; allocated {', '.join(allocated)}" if allocated else "")
     return Outcome("allocation", {lab_id} | coalition_peers(world, lab_id), note)
 

@@ -11,6 +11,7 @@ from ..types import (
     BlockStatus,
     Event,
     Job,
+    JobStatus,
     World,
 )
 from ..valuation import best_allocation, block_fits
@@ -22,7 +23,7 @@ from .outcome import ActionError, Outcome
 def allocate_now(world: World, owner: str, job: Job | None, block_ids: Iterable[str]) -> list[str]:
     """Allocate received blocks to ``job`` where they fit and the owner can pay the energy."""
     done: list[str] = []
-    if job is None or job.status != "open" or job.owner != owner:
+    if job is None or job.status != JobStatus.OPEN or job.owner != owner:
         return done
     lab = world.labs[owner]
     for bid in block_ids:

@@ -10,6 +10,7 @@ from ..types import (
     Event,
     Message,
     Offer,
+    OfferStatus,
     World,
 )
 from ..valuation import potential
@@ -69,7 +70,7 @@ def _offer_terms(world: World, sender: str, target: str, action: Action) -> dict
 
 def _create_offer(world: World, sender: str, target: str, terms: dict[str, Any], parent: str | None) -> Offer:
     open_count = sum(1 for o in world.offers.values()
-                     if o.sender == sender and o.status == "open" and world.round_index < o.expires_round)
+                     if o.sender == sender and o.status == OfferStatus.OPEN and world.round_index < o.expires_round)
     if open_count >= MAX_OPEN_OFFERS:
         raise ActionError("too_many_offers", f"at most {MAX_OPEN_OFFERS} open offers per lab")
     if world.labs[target].finished:
@@ -102,7 +103,7 @@ def counter_offer(world: World, lab_id: str, action: Action) -> Outcome:
     require_open(world, original)
     terms = _offer_terms(world, lab_id, original.sender, action)
     offer = _create_offer(world, lab_id, original.sender, terms, original.offer_id)
-    original.status = "countered"
+    original.status = OfferStatus.COUNTERED
     return Outcome(note=f"counter-offer {offer.offer_id} sent to {original.sender}")
 
 
@@ -111,7 +112,7 @@ def reject_offer(world: World, lab_id: str, action: Action) -> Outcome:
     if lab_id not in (offer.target, offer.sender):
         raise ActionError("offer_not_addressed", f"offer {offer.offer_id} is not yours")
     require_open(world, offer)
-    offer.status = "rejected" if offer.target == lab_id else "withdrawn"
+    offer.status = OfferStatus.REJECTED if offer.target == lab_id else OfferStatus.WITHDRAWN
     return Outcome(note=f"offer {offer.offer_id} {offer.status}")
 
 
@@ -165,8 +166,8 @@ def accept_offer(world: World, lab_id: str, action: Action) -> Outcome:
     auto += allocate_now(world, lab_id, my_job, offer.block_ids)
     moved = set(offer.block_ids) | set(offer.requested_block_ids)
     for other in world.offers.values():
-        if other.status == "open" and moved & (set(other.block_ids) | set(other.requested_block_ids)):
-            other.status = "superseded"
+        if other.status == OfferStatus.OPEN and moved & (set(other.block_ids) | set(other.requested_block_ids)):
+            other.status = OfferStatus.SUPERSEDED
     after = (potential(world, offer.sender), potential(world, lab_id))
     if after[0] >= before[0] - 1e-9 and after[1] >= before[1] - 1e-9:
         for lab in (sender, target):
