@@ -42,7 +42,7 @@ class PolicyBase:
     - :meth:`usage`: its token and latency ledger as a dict (LLM agents), None otherwise.
     """
 
-    name: str = "policy"
+    name: str  # the registry name, where the class sets one
     uses_aids: bool = True
     needs_world: bool = False
 
