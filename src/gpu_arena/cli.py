@@ -8,15 +8,14 @@ from pathlib import Path
 from typing import Any
 
 import typer
-from rich.console import Console
 from rich.table import Table
 
+from .console import FitTable, console
 from .core.tasks import task_params
 from .core.types import ACTION_TYPES, COMPONENT_COLUMNS, REWARD_COLUMNS, TASKS
 
 app = typer.Typer(add_completion=False, no_args_is_help=True,
                   help="GPU Arena: AI labs bargain for scarce GPUs before a deadline.")
-console = Console()
 
 
 @app.command()
@@ -98,6 +97,7 @@ def evaluate(
     judge_mode: str = typer.Option("none", help="none | rule (judge mode: pitches judged against the truth)"),
     judge: str | None = typer.Option(None, help="a model judge added to the rule judge, "
                                                 "llm:openai:<model>@<base_url> (turns judge mode on)"),
+    wide: bool = typer.Option(False, "--wide", help="every column of the LLM ledger table"),
 ) -> None:
     """Evaluate policies in the controlled seat against the world's opponents (or --opponents), with
     95% bootstrap CIs, paired per-seed differences against a reference policy, and the LLM ledgers."""
@@ -164,7 +164,7 @@ def evaluate(
         print(f"\nPaired by seed against {ref} (same worlds, opponents and shocks):\n")
         print(paired_table(paired))
     if usage:
-        _print_usage(usage)
+        _print_usage(usage, wide)
     console.print(f"{total} episodes in {duration:.1f} s; run {run_id} stored; results in {out}")
 
 
@@ -298,17 +298,19 @@ def _judge_options(judge_mode: str, judge: str | None) -> tuple[str, str | None]
     return "rule", judge
 
 
-def _print_usage(rows: list[dict[str, object]]) -> None:
-    table = Table(title="LLM ledgers (summed over episodes)")
-    for col in ("policy", "task", "role", "agent", "calls", "prompt tok/call", "completion tok/call", "model s/call",
-                "overhead ms/call", "format errors", "failures"):
-        table.add_column(col)
+def _print_usage(rows: list[dict[str, object]], wide: bool = False) -> None:
+    table = FitTable("LLM ledgers (summed over episodes)",
+                     ("policy", "task", "role", "agent", "calls", "prompt tok/call", "completion tok/call",
+                      "model s/call", "overhead ms/call", "format errors", "failures"),
+                     wide_only=("task", "agent", "overhead ms/call", "failures"),
+                     numeric=("calls", "prompt tok/call", "completion tok/call", "model s/call", "overhead ms/call",
+                              "format errors", "failures"), whole=("role",), wide=wide)
     for r in rows:
         table.add_row(str(r["policy"]), str(r["task"]), str(r["role"]), str(r["agent"])[:48], str(r["calls"]),
                       f"{r['prompt_tokens_per_call']:.0f}", f"{r['completion_tokens_per_call']:.0f}",
                       f"{r['model_s_per_call']:.2f}", f"{r['overhead_ms_per_call']:.1f}", str(r["format_errors"]),
                       str(r["failures"]))
-    console.print(table)
+    table.print()
 
 
 def _seat_spec(value: str) -> str | list[str] | dict[str, str]:

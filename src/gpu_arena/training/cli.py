@@ -8,10 +8,8 @@ import json
 from typing import Any
 
 import typer
-from rich.console import Console
-from rich.table import Table
 
-console = Console()
+from ..console import FitTable, console
 
 data_app = typer.Typer(add_completion=False, no_args_is_help=True, help="Training data from scripted policies.")
 train_app = typer.Typer(add_completion=False, no_args_is_help=True,
@@ -310,12 +308,14 @@ def _print_evidence(path: str) -> None:
     from .evidence import comparison_rows
 
     evidence = json.loads(Path(path).read_text())
-    table = Table(title="paired by holdout seed")
-    for col in ("task", "comparison", "n", "mean", "95% CI", "W/L"):
-        table.add_column(col)
-    for row in comparison_rows(evidence):
-        table.add_row(*row)
-    console.print(table)
+    rows = comparison_rows(evidence)
+    for task in dict.fromkeys(r[0] for r in rows):  # one table per task, so each reads at 80 columns
+        mine = [r for r in rows if r[0] == task]
+        table = FitTable(f"{task} holdout, paired by seed (n = {mine[0][2]})", ("comparison", "mean", "95% CI", "W/L"),
+                         numeric=("mean", "W/L"), whole=("comparison", "95% CI"))
+        for _task, comparison, _n, *cells in mine:
+            table.add_row(comparison, *cells)
+        table.print()
     console.print(f"evidence: {path}")
 
 
@@ -363,12 +363,11 @@ def train_compare(
         for r in rows:
             print("| " + " | ".join((r["task"], *difference_cells(r, sep=" / "), verdict(r))) + " |")
         return
-    table = Table(title=f"{role}: {first} − {second}, paired by holdout world")
-    for col in ("task", "n", "mean", "95% CI", "W/L"):
-        table.add_column(col)
+    table = FitTable(f"{role}: {first} − {second}, paired by holdout world", ("task", "n", "mean", "95% CI", "W/L"),
+                     numeric=("n", "mean", "W/L"), whole=("task", "95% CI"))
     for r in rows:
         table.add_row(r["task"], *difference_cells(r))
-    console.print(table)
+    table.print()
 
 
 @train_app.command("prepare")
@@ -415,6 +414,7 @@ def runs_main(
     limit: int = typer.Option(30, min=1, help="newest N runs"),
     db: str | None = typer.Option(None, help="SQLite store (default .arena/arena.db or $GPU_ARENA_DB)"),
     as_json: bool = typer.Option(False, "--json", help="print the runs as JSON"),
+    wide: bool = typer.Option(False, "--wide", help="every column (created, model, tokens/s, output)"),
 ) -> None:
     """List training runs (newest first) from the store."""
     if ctx.invoked_subcommand is not None:
@@ -425,10 +425,11 @@ def runs_main(
     if as_json:
         print(json.dumps(runs, indent=2, default=str))
         return
-    table = Table(title="training runs")
-    for col in ("id", "kind", "status", "created", "preset", "model", "steps", "loss", "reward", "valid", "tok/s",
-                "time", "output"):
-        table.add_column(col)
+    table = FitTable("training runs (newest first)",
+                     ("id", "kind", "status", "created", "preset", "model", "steps", "loss", "reward", "valid",
+                      "tok/s", "time", "output"),
+                     wide_only=("created", "model", "tok/s", "output"), whole=("kind", "status", "preset"),
+                     numeric=("id", "steps", "loss", "reward", "valid", "tok/s", "time"), wide=wide)
     for r in runs:
         final = (r["summary"] or {}).get("final") or {}
         table.add_row(str(r["id"]), r["kind"], r["status"], str(r["created_at"]), str(r["preset"]), str(r["model"]),
@@ -436,7 +437,7 @@ def runs_main(
                       _fmt((r["summary"] or {}).get("train_loss"), ".4f"), _fmt(final.get("reward")),
                       _fmt(final.get("arena/valid_action_rate"), ".2f"), _fmt(final.get("tokens_per_s"), ".0f"),
                       f"{r['duration_s']:.0f} s" if r["duration_s"] else "-", str(r["output_dir"]))
-    console.print(table)
+    table.print()
 
 
 @runs_app.command("show")
@@ -456,19 +457,19 @@ def runs_show(
         return
     console.print(f"[bold]run {run['id']}[/bold] {run['kind']} ({run['status']}), preset {run['preset']}, model "
                   f"{run['model']}, commit {str(run['git_commit'])[:8]}, output {run['output_dir']}")
-    table = Table(title="metrics")
-    for col in ("metric", "logs", "first", "last", "min", "max"):
-        table.add_column(col)
+    table = FitTable("metrics", ("metric", "logs", "first", "last", "min", "max"),
+                     numeric=("logs", "first", "last", "min", "max"), whole=("metric",))
     for name, s in sorted(run["series"].items()):
         v = s["value"]
         table.add_row(name, str(len(v)), *(_fmt(x, ".4g") for x in (v[0], v[-1], min(v), max(v))))
-    console.print(table)
+    table.print()
 
 
 @runs_app.command("turns")
 def runs_turns(
     replays: str = typer.Argument(..., help="replay JSONL from `gpu-arena eval --replays`"),
     seat: str = typer.Option("lab_0", help="the seat to count"),
+    wide: bool = typer.Option(False, "--wide", help="every column (split, refusals by code)"),
 ) -> None:
     """Per policy: the seat's turns, the share the rules accepted, and format errors (unreadable
     model output) by code, from recorded episodes."""
@@ -478,14 +479,15 @@ def runs_turns(
         rows = turn_stats(replays, seat=seat)
     except (OSError, ValueError) as e:
         raise _fail(e) from None
-    table = Table(title=f"turns of {seat}")
-    for col in ("policy", "task", "split", "episodes", "turns", "valid", "format errors", "rule errors", "codes"):
-        table.add_column(col)
+    table = FitTable(f"turns of {seat} (valid: share the rules accepted; unreadable: format errors)",
+                     ("policy", "task", "split", "episodes", "turns", "valid", "unreadable", "refused", "codes"),
+                     wide_only=("split", "codes"), numeric=("episodes", "turns", "valid", "unreadable", "refused"),
+                     whole=("task",), wide=wide)
     for r in rows:
         table.add_row(r["policy"], r["task"], r["split"], str(r["episodes"]), str(r["turns"]),
-                      f"{r['valid_rate']:.3f}", f"{r['format_errors']} ({r['format_error_rate']:.3f})",
-                      str(r["rule_errors"]), ", ".join(f"{k} {v}" for k, v in sorted(r["codes"].items())))
-    console.print(table)
+                      f"{r['valid_rate']:.3f}", str(r["format_errors"]), str(r["rule_errors"]),
+                      ", ".join(f"{k} {v}" for k, v in sorted(r["codes"].items())))
+    table.print()
 
 
 __all__ = ["data_app", "runs_app", "train_app"]
