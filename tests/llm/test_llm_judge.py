@@ -298,9 +298,10 @@ def test_scripted_opponents_in_the_harness() -> None:
 
 
 def test_llm_ledgers_of_scripted_chat_agents_reach_the_results() -> None:
+    from test_llm_agents import Scripted
+
     from gpu_arena.llm.agents import Completion
     from gpu_arena.policies import register_policy_family
-    from test_llm_agents import Scripted
 
     register_policy_family("ledger-test", lambda rest, **kw: Scripted(
         [Completion(content="not an action", prompt_tokens=50, completion_tokens=4)], mode="json"))

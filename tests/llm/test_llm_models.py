@@ -188,9 +188,10 @@ def test_play_command_with_llm_seats(models: dict[str, str]) -> None:
 
 def test_llm_judge_through_the_server(models: dict[str, str], server: str) -> None:
     """The judge is a real model behind the real server; the truth checks and the bound still rule."""
+    from test_llm_judge import FALSE, NONE, TRUE, judged_world
+
     from gpu_arena.core.engine import Episode
     from gpu_arena.llm.judge import LLMJudge
-    from test_llm_judge import FALSE, NONE, TRUE, judged_world
 
     judge = LLMJudge(server, models["verdict"], max_tokens=64, timeout=60)
     # equally true pitches: the rule judge ties them (the higher bid, lab_1, would win); the model picks lab_0

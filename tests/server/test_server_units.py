@@ -16,7 +16,7 @@ from gpu_arena.server.guard import inspect_json
 from gpu_arena.server.sessions import SessionManager
 from gpu_arena.server.settings import ServerSettings
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_settings_read_the_environment_and_refuse_nonsense() -> None:

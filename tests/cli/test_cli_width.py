@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 from gpu_arena.cli import app
 from gpu_arena.training.runlog import connect, finish_run, start_run
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 NARROW = {"COLUMNS": "80", "TERM": "dumb", "NO_COLOR": "1"}
 
 
