@@ -99,6 +99,9 @@ def test_live_arena_plays_an_episode_to_the_end(page: Any, base_url: str) -> Non
     assert shown == pytest.approx(record["episode_return"], abs=1e-12)
     assert float(page.inner_text("#arena-cumulative")) == pytest.approx(record["episode_return"], abs=5e-5)
     assert page.locator("#arena-steps tbody tr").count() == len(record["transcript"])
+    # a move is numbered by the round it was made in, as the transcript and the events number it
+    rounds = page.locator("#arena-steps tbody tr td:nth-child(2)").all_text_contents()
+    assert [int(r) for r in rounds] == [rnd["round"] for rnd in record["transcript"]]
     assert (record["task"], record["split"], record["seed"]) == ("market_round", "train", 3)
     assert page.locator("#arena-breakdown rect").count() == 11  # every reward column has its bar
     assert page.is_disabled("#arena-step") and page.is_disabled("#arena-play")

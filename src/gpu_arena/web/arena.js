@@ -42,11 +42,12 @@ async function newEpisode() {
 }
 
 async function stepOnce() {
+  const round = session.view.observation.round_index; // the round the move is made in, as events number it
   const view = await api(`/api/sessions/${session.id}/autostep`, { method: "POST", body: { policy: $("#arena-policy").value } });
   const obs = view.observation;
   const reward = view.reward ?? 0;
   session.cumulative += reward;
-  session.steps.push({ step: view.step_count, round: obs.round_index, action: view.action, result: obs.last_action_result,
+  session.steps.push({ step: view.step_count, round, action: view.action, result: obs.last_action_result,
     reward, cumulative: session.cumulative, breakdown: obs.reward_breakdown });
   session.done = view.done;
   session.view = view;

@@ -100,10 +100,11 @@ async function autoMove() {
 }
 
 function record(view, action, who) {
+  const round = session.view.observation.round_index; // the round the move was made in, as events number it
   const obs = view.observation;
   const reward = view.reward ?? 0;
   const before = session.steps.length ? session.steps[session.steps.length - 1].cumulative : session.base;
-  session.steps.push({ step: view.step_count, round: obs.round_index, action, who, result: obs.last_action_result,
+  session.steps.push({ step: view.step_count, round, action, who, result: obs.last_action_result,
     reward, cumulative: before + reward });
   session.view = view;
   session.done = view.done;
