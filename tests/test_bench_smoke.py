@@ -23,6 +23,14 @@ def test_core_floor_is_part_of_a_step(task: str) -> None:
     assert floor["floor_steps_per_s"] > step["env_steps_per_s"]
 
 
+def test_the_anchored_step_is_measured_against_the_default_opponents() -> None:
+    row = bench_core.bench_env_default("market_round", 0.3)
+    assert row["env_default_steps"] > 0 and row["env_default_steps_per_s"] > 0
+    anchors = bench_core.anchored_reference()
+    if bench_core.ANCHORS.exists():  # the benchmark kit beside the checkout
+        assert set(anchors) == {"single_trade", "market_round", "coalition_market"}
+
+
 def test_served_floor_measures_every_part() -> None:
     floor = bench_server.served_floor("market_round", 0.3)
     assert all(floor[k] > 0 for k in ("floor_views_us", "floor_acts_us", "floor_wrap_us"))
