@@ -8,6 +8,7 @@ long cell onto a second line instead of cutting it.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Collection, Sequence
 
 from rich import box
@@ -15,6 +16,14 @@ from rich.console import Console
 from rich.table import Table
 
 console = Console()
+
+
+def follow_columns() -> None:
+    """Size the console by ``$COLUMNS`` as it is now: rich reads it once, when the console is made
+    (at import), and never prints wider than that."""
+    columns = os.environ.get("COLUMNS", "")
+    if columns.isdigit():
+        console.width = int(columns)
 
 
 class FitTable:
@@ -41,7 +50,8 @@ class FitTable:
         self.table.add_row(*(cells[i] for i in self.keep))
 
     def print(self) -> None:
+        follow_columns()
         console.print(self.table)
 
 
-__all__ = ["FitTable", "console"]
+__all__ = ["FitTable", "console", "follow_columns"]

@@ -24,7 +24,7 @@ import copy
 import math
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import asdict
-from typing import Any
+from typing import Any, Protocol
 
 from .core.engine import Episode, action_from_record
 from .core.policy import seat_view
@@ -32,7 +32,13 @@ from .core.serialize import coerce_action
 from .core.types import REWARD_COLUMNS, RejectedAction
 from .core.views import observe
 
-PolicyFactory = Callable[[int], Any]
+
+
+class PolicyFactory(Protocol):
+    """Builds a policy for a seed: ``lambda seed: MyPolicy(seed=seed)``, ``partial(make_policy, name)``."""
+
+    def __call__(self, *, seed: int) -> Any: ...
+
 _TOLERANCE = 1e-9
 
 
