@@ -79,7 +79,7 @@ def sft_command(settings: ServerSettings) -> str:
 
 # The CLI's commands that make a dataset or a training run, as the Training section lists them. A
 # constant, so that the dashboard never imports the CLI; a test checks it against the CLI's own
-# command tree (tests/test_dashboard_training.py).
+# command tree (tests/dashboard/test_dashboard_training.py).
 TRAINING_COMMANDS = (
     "gpu-arena data sft",
     "gpu-arena train compare --help",
