@@ -33,7 +33,6 @@ from .core.types import REWARD_COLUMNS, RejectedAction
 from .core.views import observe
 
 
-
 class PolicyFactory(Protocol):
     """Builds a policy for a seed: ``lambda seed: MyPolicy(seed=seed)``, ``partial(make_policy, name)``."""
 
