@@ -141,7 +141,7 @@ def bench_rl(preset: str, model_dir: Path, out_dir: Path, worlds: int, samples: 
         ws = [World("single_trade", "train", 1000 + k) for k in range(worlds) for _ in range(samples)]
         sampler.play(ws[:8], seed=99)  # warm-up
         rollouts, stats = sampler.play(ws, seed=1)
-        # the same episodes with id-constrained decoding (the small pipeline's rollouts and evaluation)
+        # the same episodes with grammar-constrained decoding (the small pipeline's rollouts and evaluation)
         constrained = BatchedSampler(model, tok, temperature=1.0, max_new_tokens=64, constrained=True)
         _, c_stats = constrained.play(ws, seed=1)
         # whole-episode expert iteration (every turn sampled): whole episodes, like GRPO's rollouts

@@ -116,12 +116,15 @@ def _choice(values: Sequence[str]) -> _Piece:
     return _Piece("(" + " | ".join(_lit(q) for q in quoted) + ")", max(len(q.encode()) for q in quoted))
 
 
+def _some(one: _Piece, n: int, open_: str, close: str) -> _Piece:
+    """1 to ``n`` of ``one`` joined by ``", "`` between ``open_`` and ``close``."""
+    tail = f' ({_lit(", ")} {one.lark}){{0,{n - 1}}}' if n > 1 else ""
+    return _Piece(f"{_lit(open_)} {one.lark}{tail} {_lit(close)}", 2 + n * one.max_bytes + (n - 1) * 2)
+
+
 def _id_list(values: Sequence[str]) -> _Piece:
     """A JSON list of 1 to ``len(values)`` of ``values`` (duplicates are the rules' to refuse)."""
-    one = _choice(values)
-    n = len(values)
-    tail = f' ({_lit(", ")} {one.lark}){{0,{n - 1}}}' if n > 1 else ""
-    return _Piece(f'"[" {one.lark}{tail} "]"', 2 + n * one.max_bytes + (n - 1) * 2)
+    return _some(_choice(values), len(values), "[", "]")
 
 
 def _object(members: Sequence[tuple[str, _Piece, bool]], lead: bool) -> _Piece:
@@ -167,10 +170,8 @@ def _value(action: str, name: str, schema: Mapping[str, Any], ids: Mapping[str, 
         if not shares_keys:
             return None
         key = _choice(shares_keys)
-        one = f'{key.lark} {_lit(": ")} {NUMBER}'
-        n = len(shares_keys)
-        tail = f' ({_lit(", ")} {one}){{0,{n - 1}}}' if n > 1 else ""
-        return _Piece(f'"{{" {one}{tail} "}}"', 2 + n * (key.max_bytes + 2 + _NUMBER_BYTES + 2))
+        return _some(_Piece(f"{key.lark} {_lit(': ')} {NUMBER}", key.max_bytes + 2 + _NUMBER_BYTES),
+                     len(shares_keys), "{", "}")
     if kind == "integer":
         return _Piece(ROUNDS, 2)
     if kind == "number":
@@ -360,8 +361,8 @@ class GrammarConstraint:
 
 def seat_grammar(view: Any, mode: str = "tools") -> ActionGrammar:
     """The grammar of a reply for the seat whose observation is ``view``."""
-    labs = [view.controlled_lab_id, *legal_ids(view)["form_coalition"]["member_lab_ids"]]
-    return action_grammar(legal_ids(view), mode, labs)
+    legal = legal_ids(view)
+    return action_grammar(legal, mode, [view.controlled_lab_id, *legal["form_coalition"]["member_lab_ids"]])
 
 
 __all__ = ["FIELDS", "ActionGrammar", "GrammarConstraint", "action_grammar", "grammar_tokenizer", "legal_ids",

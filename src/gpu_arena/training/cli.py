@@ -211,7 +211,7 @@ def train_rft(
     replay: int | None = typer.Option(None, min=0, help="fresh teacher episodes mixed into each iteration"),
     teacher: str | None = typer.Option(None, help="the replayed teacher policy"),
     constrained: bool | None = typer.Option(None, "--constrained/--free",
-                                            help="decode id fields under the seat's legal ids in rollouts"),
+                                            help="decode under the seat's action grammar in rollouts"),
     cumulative: bool | None = typer.Option(None, "--cumulative/--no-cumulative",
                                            help="fine-tune on every kept episode so far"),
     anchors: bool | None = typer.Option(None, "--anchors/--no-anchors",
@@ -264,8 +264,8 @@ def train_pipeline(
     rl_steps: int | None = typer.Option(None, "--rl-steps", min=1, help="RL iterations (rft) or steps (grpo)"),
     rl_worlds: int | None = typer.Option(None, "--rl-worlds", min=0, help="RFT: fresh worlds per iteration (0: the "
                                                                         "teacher replay alone, the control)"),
-    constrained: bool | None = typer.Option(None, "--constrained/--free", help="decode id fields under the seat's "
-                                            "legal ids in RL rollouts and the evaluation (default: the preset's)"),
+    constrained: bool | None = typer.Option(None, "--constrained/--free", help="decode under the seat's action "
+                                            "grammar in RL rollouts and the evaluation (default: the preset's)"),
     data_seeds: int | None = typer.Option(None, min=1, help="teacher episodes (train seeds 0..N-1)"),
     eval_seeds: int | None = typer.Option(None, min=1, help="holdout seeds 0..N-1"),
     eval_tasks: str | None = typer.Option(None, help="comma-separated holdout tasks (default: the task and the "

@@ -20,6 +20,7 @@ their provenance (policy, tasks, split, seeds, opponents, filter, commit, versio
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 import time
@@ -102,7 +103,7 @@ def play_episode_record(policy: str, task: str, split: str, seed: int, *, mode: 
     assert episode is not None
     driver = make_policy(policy, seed=seed)
     conv = Conversation(mode)
-    turns = iter(range(1 << 30))
+    turns = itertools.count()
 
     def as_chat(view: Any, current: Any) -> Any:
         """The driver's action as the agent would write it, read back by the agents' parser."""

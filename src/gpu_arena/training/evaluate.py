@@ -74,8 +74,8 @@ def evaluate_checkpoint(checkpoint: str | Path, policy: str, tasks: Sequence[str
     """Every task x seed played greedily by the checkpoint in seat lab_0 against the world's
     archetypes, as :class:`~gpu_arena.evaluation.EpisodeResult` rows named ``policy`` (the name the
     same policy has in ``gpu-arena eval``). ``optima`` caches each world's exact welfare optimum,
-    as in :func:`gpu_arena.evaluation.run_evaluation`. ``constrained``: id fields decoded under the
-    seat's legal ids, as ``llm:hf:DIR?constrained=1`` (name ``policy`` accordingly)."""
+    as in :func:`gpu_arena.evaluation.run_evaluation`. ``constrained``: replies decoded under the
+    seat's action grammar, as ``llm:hf:DIR?constrained=1`` (name ``policy`` accordingly)."""
     from ..evaluation.runner import episode_result, world_optimum
     from .presets import load_pretrained
     from .rollouts import BatchedSampler, Rollout, World

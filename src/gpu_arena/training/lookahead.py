@@ -108,12 +108,12 @@ def improve(sampler: BatchedSampler, worlds: Sequence[World], *, samples: int = 
             convs[i].observe(obs[i])
         # candidates: the greedy answer first (it wins ties), then samples, then proposals; duplicates dropped
         batch = [convs[i].messages() for i in live]
-        legal = sampler.legal([envs[i] for i in live])
-        greedy = sampler.generate(batch, seed, stats, 0.0, legal)
+        grammars = sampler.grammars([envs[i] for i in live])
+        greedy = sampler.generate(batch, seed, stats, 0.0, grammars)
         cands: dict[int, list[Answer]] = {i: [g] for i, g in zip(live, greedy, strict=True)}
         if samples and sampler.temperature > 0:  # all samples of all worlds in one generate: calls cost most
             drawn = sampler.generate([m for m in batch for _ in range(samples)], seed * 7919 + turn * 131, stats,
-                                     sampler.temperature, [x for x in legal for _ in range(samples)] if legal else None)
+                                     sampler.temperature, [x for x in grammars for _ in range(samples)] if grammars else None)
             for j, a in enumerate(drawn):
                 cands[live[j // samples]].append(a)
         first_proposal: dict[int, str] = {}

@@ -62,7 +62,7 @@ class PipelineRun:
     # RFT: fresh worlds explored per iteration (None: the preset's); 0 runs the RL stage's supervised term
     # alone (teacher replay), the control an RL run is measured against
     rl_worlds: int | None = None
-    # id fields decoded under the seat's legal ids, in the RL stage's rollouts and in the evaluation of
+    # replies decoded under the seat's action grammar, in the RL stage's rollouts and in the evaluation of
     # both checkpoints (llm:hf:DIR?constrained=1); None: the preset's
     constrained: bool | None = None
     eval_seeds: int | None = None
@@ -151,8 +151,9 @@ class Paths:
 
 
 def llm_policy(checkpoint: Path, constrained: bool = False) -> str:
-    """How the evaluation names a checkpoint: tools mode, greedy, one answer capped at 64 tokens, id
-    fields decoded under the seat's legal ids when ``constrained``."""
+    """How the evaluation names a checkpoint: tools mode, greedy, one answer capped at 64 tokens
+    (under the grammar: its longest reply), decoded under the seat's action grammar when
+    ``constrained``."""
     return f"llm:hf:{checkpoint}?mode=tools&max_tokens=64" + ("&constrained=1" if constrained else "")
 
 

@@ -120,7 +120,7 @@ class RFTDefaults:
     prefer: str = "greedy"  # lookahead ties: the model's answer | "proposal": the proposal's move
     train_on: str = "episodes"  # fine-tune on whole episodes | "corrections": the changed turns alone
     lr_schedule: str = "constant"  # over the iterations | "linear": down to lr / iterations at the last
-    constrained: bool = False  # rollouts decode id fields under the seat's legal ids (llm.constrain)
+    constrained: bool = False  # rollouts decode under the seat's action grammar (llm.constrain)
 
 
 @dataclass(frozen=True)
@@ -134,7 +134,7 @@ class PipelineDefaults:
     rl_iterations: int = 10  # RFT iterations or GRPO steps
     eval_seeds: int = 200  # holdout seeds 0..N-1
     extra_eval_tasks: tuple[str, ...] = ("market_round",)  # reported beside the training task
-    # id fields decoded under the seat's legal ids in RL rollouts and in the evaluation (llm.constrain)
+    # replies decoded under the seat's action grammar in RL rollouts and in the evaluation (llm.constrain)
     constrained: bool = False
 
 
@@ -179,7 +179,7 @@ PRESETS: dict[str, Preset] = {
         RFTDefaults(worlds_per_iteration=48, samples_per_world=2, temperature=1.0, learning_rate=1e-3, epochs=1,
                     explore="lookahead", proposal="rule_expert", finisher="rule_expert", replay=96,
                     lr_schedule="linear"),
-        # id fields decoded under the seat's legal ids in rollouts and evaluation (decision 0020: the
+        # replies decoded under the seat's action grammar in rollouts and evaluation (decision 0020: the
         # SFT start's refused turns were mostly ids its observation did not offer)
         PipelineDefaults(data_seeds=800, sft_steps=200, rl_iterations=12, eval_seeds=200, constrained=True),
     ),

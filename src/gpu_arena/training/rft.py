@@ -80,7 +80,7 @@ class RFTRun:
     # the learning rate over the iterations: "constant", or "linear" (from learning_rate down to
     # learning_rate / iterations at the last one, so the checkpoint does not end on a large step)
     lr_schedule: str | None = None
-    # decode id fields under the seat's legal ids (gpu_arena.llm.constrain) in every rollout, as the
+    # decode under the seat's action grammar (gpu_arena.llm.constrain) in every rollout, as the
     # evaluated policy llm:hf:DIR?constrained=1 does
     constrained: bool | None = None
     max_new_tokens: int = 64

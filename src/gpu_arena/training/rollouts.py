@@ -209,7 +209,7 @@ class BatchedSampler:
             for rows, temperature in ((sampled, self.temperature), (greedy, 0.0)):
                 if rows:
                     answers.update(zip(rows, self.generate([convs[i].messages() for i in rows], seed + call, stats,
-                                                           temperature, self.legal([envs[i] for i in rows])),
+                                                           temperature, self.grammars([envs[i] for i in rows])),
                                        strict=True))
             call += 1
             for i in live:
@@ -236,7 +236,7 @@ class BatchedSampler:
             rollout.valid_turns += 1
         return o
 
-    def legal(self, envs: Sequence[Any]) -> list[Any] | None:
+    def grammars(self, envs: Sequence[Any]) -> list[Any] | None:
         """The action grammar of each environment's seat, when decoding is constrained (else None)."""
         if not self.constrained:
             return None
@@ -254,11 +254,11 @@ class BatchedSampler:
         return content, calls, 0
 
     def generate(self, batch: list[list[dict[str, Any]]], seed: int, stats: RolloutStats, temperature: float,
-                 legal: Sequence[Any] | None = None) -> list[Answer]:
+                 grammars: Sequence[Any] | None = None) -> list[Answer]:
         """Answers to conversations, each read as the agents read it, in length-sorted groups of
         ``group_size`` prompts. Large groups are faster on the CPU: a small model's decoding steps
         cost more than the padded prefill (64 greedy episodes: 26 s in one group of 64, 69 s in
-        groups of 16), so the default takes a round's prompts in one ``generate``. ``legal[i]``:
+        groups of 16), so the default takes a round's prompts in one ``generate``. ``grammars[i]``:
         conversation ``i``'s action grammar, for constrained decoding."""
         tok = self.tokenizer
         prompts = [list(tok.apply_chat_template(m, tools=self.tools, add_generation_prompt=True, tokenize=True,
@@ -268,12 +268,12 @@ class BatchedSampler:
         for g, lo in enumerate(range(0, len(order), self.group_size)):
             rows = order[lo:lo + self.group_size]
             answers.update(zip(rows, self._generate_group([prompts[i] for i in rows], seed * 1009 + g, stats,
-                                                          temperature, [legal[i] for i in rows] if legal else None),
+                                                          temperature, [grammars[i] for i in rows] if grammars else None),
                                strict=True))
         return [answers[i] for i in range(len(prompts))]
 
     def _generate_group(self, prompts: list[list[int]], seed: int, stats: RolloutStats, temperature: float,
-                        legal: list[Any] | None = None) -> list[Answer]:
+                        grammars: list[Any] | None = None) -> list[Answer]:
         import torch
 
         from ..llm.agents import _parsed_tool_calls
@@ -291,12 +291,12 @@ class BatchedSampler:
                                   "pad_token_id": tok.pad_token_id, "eos_token_id": tok.eos_token_id}
         if sample:
             kwargs.update(temperature=temperature, top_p=self.top_p, top_k=0)
-        if legal is not None:
+        if grammars is not None:
             from transformers import LogitsProcessorList
 
             from ..llm.constrain import GrammarConstraint
 
-            grammar = GrammarConstraint(tok, legal, width)
+            grammar = GrammarConstraint(tok, grammars, width)
             # room for the longest reply the grammar allows: every constrained answer is complete
             kwargs["max_new_tokens"] = grammar.max_new_tokens(self.max_new_tokens)
             kwargs["logits_processor"] = LogitsProcessorList([grammar])
