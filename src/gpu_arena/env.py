@@ -55,8 +55,8 @@ class GpuArenaEnv(Environment[ArenaAction, ArenaObservation, ArenaState]):
       ``episode_done``) with zero reward and never starts a new episode.
     * The sum of an episode's rewards equals (final utility − BATNA) / reward_scale plus the
       penalties, exactly.
-    * Observations are fresh copies; ``state`` is the god view (all private values) for
-      orchestration only.
+    * Observations are values: their nested views are frozen and may be shared. ``state`` is
+      the god view (all private values) for orchestration only.
 
     Args (defaults for ``reset``):
         task: ``single_trade`` | ``market_round`` | ``coalition_market``.

@@ -96,7 +96,7 @@ class ArenaObservation(Observation):
     controlled_lab_reputation: float = 0.0
     private_jobs: list[JobView] = Field(default_factory=list)
     owned_blocks: list[BlockView] = Field(default_factory=list)
-    public_market: MarketView = Field(default_factory=lambda: MarketView([], [], [], []))
+    public_market: MarketView = Field(default_factory=lambda: MarketView((), (), (), ()))
     visible_labs: list[LabView] = Field(default_factory=list)
     active_offers: list[OfferView] = Field(default_factory=list)
     active_coalitions: list[CoalitionView] = Field(default_factory=list)
@@ -127,7 +127,7 @@ class ArenaState(State):
 
 
 def observation_from_view(view: SeatView, *, metadata: dict[str, Any] | None = None) -> ArenaObservation:
-    """Wrap a core SeatView (already a fresh copy of the world) in the wire model."""
+    """Wrap a core SeatView in the wire model (its nested views are shared: they are frozen values)."""
     obs = ArenaObservation.model_validate(view, from_attributes=True)
     if metadata:
         obs.metadata = metadata

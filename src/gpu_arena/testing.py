@@ -27,10 +27,10 @@ from dataclasses import asdict
 from typing import Any, Protocol
 
 from .core.engine import Episode, action_from_record
+from .core.observe import observe
 from .core.policy import seat_view
 from .core.serialize import coerce_action
 from .core.types import REWARD_COLUMNS, RejectedAction
-from .core.views import observe
 
 
 class PolicyFactory(Protocol):

@@ -3,6 +3,7 @@ project ships passes them, and each check fails on a policy that breaks its cont
 
 from __future__ import annotations
 
+import dataclasses
 from functools import partial
 from typing import Any
 
@@ -43,7 +44,7 @@ class _Raises(PolicyBase):
 
 class _Mutates(PolicyBase):
     def act(self, observation: Any) -> Any:
-        observation.owned_blocks.clear()
+        object.__setattr__(observation, "round_index", -1)  # around the frozen view's guard
         return Action("wait")
 
 
@@ -70,7 +71,7 @@ def test_the_policy_contract_catches_broken_policies(policy: type[PolicyBase], m
 
 def test_the_reward_and_privacy_checks_catch_a_broken_episode(monkeypatch: pytest.MonkeyPatch) -> None:
     import gpu_arena.testing
-    from gpu_arena.core.views import observe
+    from gpu_arena.core.observe import observe
 
     episode = play("single_trade", "train", 1, lambda seed: make_policy("rule_expert", seed=seed))
     episode.returns["lab_0"] += 0.01  # a reward paid that the potential does not explain
@@ -79,8 +80,7 @@ def test_the_reward_and_privacy_checks_catch_a_broken_episode(monkeypatch: pytes
 
     def leaky(world: Any, lab_id: str, **kw: Any) -> Any:  # a view that shows the total of every lab's values
         view = observe(world, lab_id, **kw)
-        view.reward_scale = sum(j.value for j in world.jobs.values())
-        return view
+        return dataclasses.replace(view, reward_scale=sum(j.value for j in world.jobs.values()))
 
     check_view_privacy(episode)
     monkeypatch.setattr(gpu_arena.testing, "observe", leaky)

@@ -19,12 +19,11 @@ from hypothesis import strategies as st
 from gpu_arena.core import allocation as V
 from gpu_arena.core.allocation import job_value
 from gpu_arena.core.engine import Episode
+from gpu_arena.core.observe import EVENT_HISTORY, MESSAGE_HISTORY, WorldIndex, observe
 from gpu_arena.core.policy import RandomPolicy
 from gpu_arena.core.types import ASSIGNED, TASKS, BlockStatus, World
 from gpu_arena.core.valuation import LabValuer, member_share_value, valid_hours
 from gpu_arena.core.views import (
-    EVENT_HISTORY,
-    MESSAGE_HISTORY,
     AuctionView,
     BlockView,
     CoalitionView,
@@ -38,8 +37,6 @@ from gpu_arena.core.views import (
     PooledJobView,
     ResultView,
     SeatView,
-    WorldIndex,
-    observe,
 )
 
 BlockKey = tuple[int, int, float, float]
@@ -181,7 +178,7 @@ def ref_observe(world: World, lab_id: str, *, last_result: ResultView | None = N
         if aids:
             value = valuer.net(extra=[world.blocks[x] for x in gets], without=gives, money=money) - base_net + money
         offers.append(OfferView(o.offer_id, o.sender, o.target, "incoming" if incoming else "outgoing",
-                                list(o.block_ids), list(o.requested_block_ids), o.payment, o.requested_payment,
+                                tuple(o.block_ids), tuple(o.requested_block_ids), o.payment, o.requested_payment,
                                 o.created_round, o.expires_round, dict(o.conditions), o.message, o.status,
                                 o.parent_offer_id, value))
     coalitions: list[CoalitionView] = []
@@ -191,16 +188,16 @@ def ref_observe(world: World, lab_id: str, *, last_result: ResultView | None = N
         job = world.jobs[c.job_id]
         member = lab_id in c.members
         coalitions.append(CoalitionView(
-            c.coalition_id, c.proposer, list(c.members), c.job_id, job.gpu_hours_required, job.deadline_round,
-            {k: list(v) for k, v in c.commitments.items()} if member else {},
+            c.coalition_id, c.proposer, tuple(c.members), c.job_id, job.gpu_hours_required, job.deadline_round,
+            {k: tuple(v) for k, v in c.commitments.items()} if member else {},
             c.payment if member else 0.0, dict(c.shares) if member else {}, c.expires_round,
-            sorted(c.consented), c.status, valid_hours(world, job) if c.status == "formed" else 0,
-            list(c.breaches), list(c.excused), c.created_round))
+            tuple(sorted(c.consented)), c.status, valid_hours(world, job) if c.status == "formed" else 0,
+            tuple(c.breaches), tuple(c.excused), c.created_round))
     auctions = [AuctionView(a.auction_id, a.block_id, a.opened_round, a.close_round, a.status,
-                            [PitchView(p.lab_id, p.bid, p.job_id if p.lab_id == lab_id else None, p.message,
-                                       p.round_index, p.counter_to, p.score if p.lab_id == lab_id else None,
-                                       list(p.reasons) if p.lab_id == lab_id else [])
-                             for p in a.pitches.values()],
+                            tuple(PitchView(p.lab_id, p.bid, p.job_id if p.lab_id == lab_id else None, p.message,
+                                            p.round_index, p.counter_to, p.score if p.lab_id == lab_id else None,
+                                            tuple(p.reasons) if p.lab_id == lab_id else ())
+                                  for p in a.pitches.values()),
                             a.winner, a.price)
                 for a in world.auctions.values() if a.status == "open" or a.close_round >= r - 1]
     pooled = [PooledJobView(j.job_id, j.owner, j.gpu_hours_required, j.deadline_round, j.min_reliability, j.status)
@@ -221,12 +218,13 @@ def ref_observe(world: World, lab_id: str, *, last_result: ResultView | None = N
     return SeatView(
         task=world.task, split=world.split, round_index=r, max_rounds=world.max_rounds,
         controlled_lab_id=lab_id, controlled_lab_budget=lab.budget, controlled_lab_reputation=lab.reputation,
-        private_jobs=jobs, owned_blocks=owned,
-        public_market=MarketView(market, auctions, pooled, events), visible_labs=labs,
-        active_offers=offers, active_coalitions=coalitions, message_history=msgs,
+        private_jobs=tuple(jobs), owned_blocks=tuple(owned),
+        public_market=MarketView(tuple(market), tuple(auctions), tuple(pooled), tuple(events)),
+        visible_labs=tuple(labs), active_offers=tuple(offers), active_coalitions=tuple(coalitions),
+        message_history=tuple(msgs),
         last_action_result=last_result or ResultView(True, "ok", ""),
         batna=phi - lab.initial_budget, surplus_over_batna=phi - world.initial_potential.get(lab_id, phi),
-        best_plan=best_plan, reward_scale=world.reward_scale.get(lab_id, 1.0),
+        best_plan={j: tuple(bs) for j, bs in best_plan.items()}, reward_scale=world.reward_scale.get(lab_id, 1.0),
         reward=reward, reward_breakdown=dict(reward_breakdown or {}), done=world.done)
 
 
@@ -345,22 +343,27 @@ def test_view_index_and_valuer_aids_equal_the_straightforward_scan(task):
             assert cached == repr(observe(world, lid, **args)) == repr(ref_observe(world, lid, **args))
 
 
-def test_cached_views_follow_every_change_and_stay_copies():
+def test_views_are_shared_values_rebuilt_after_every_change():
     ep = Episode.new("coalition_market", "train", 3, controlled=())
     pols = {lid: RandomPolicy(i) for i, lid in enumerate(ep.world.labs)}
     seen: list[Any] = []
+    late: list[tuple[Any, str]] = []  # lazy views read only after the world moved on
     while not ep.done:
         views = {lid: ep.observe(lid) for lid in ep.world.labs}
-        # two views of one state share no mutable object (only strings, numbers and None)
-        a, b = views["lab_0"], views["lab_1"]
-        assert a.public_market is not b.public_market and a.visible_labs[0] is not b.visible_labs[0]
-        a.visible_labs[0].budget = -1.0
-        a.public_market.blocks.clear()
-        assert ep.observe("lab_1").visible_labs[0].budget >= 0
-        assert ep.observe("lab_0").public_market.blocks == observe(ep.world, "lab_0").public_market.blocks
+        # a seat's view of one state is built once and shared; the market's plain rows are shared
+        # across seats of that state
+        assert ep.observe("lab_0") is views["lab_0"]
+        plain = {lid: ep.observe(lid, aids=False) for lid in ep.world.labs}
+        shared = {b.block_id: b for b in plain["lab_0"].public_market.blocks}
+        assert any(b is shared.get(b.block_id) for b in plain["lab_1"].public_market.blocks)
+        # a lazy view prices each aid on first read, to the same numbers as the eager one
+        lazy = ep.observe("lab_2", lazy=True)
+        assert lazy == views["lab_2"] and repr(lazy) == repr(views["lab_2"])
+        late.append((ep.observe("lab_1", lazy=True), repr(views["lab_1"])))
         seen.append(repr(ep.observe("lab_2")))
         ep.step({lid: p.act(views[lid]) for lid, p in pols.items()})
-    assert len(set(seen)) == len(seen)  # every round's view is rebuilt, never a stale copy
+    assert len(set(seen)) == len(seen)  # every round's view is rebuilt, never a stale one
+    assert all(repr(view) == expected for view, expected in late)  # priced on the state it was taken in
 
 
 def test_a_budget_that_binds_no_plan_shares_the_unbounded_memo():

@@ -83,9 +83,9 @@ def test_judge_mode_in_the_env_always_has_a_contested_resource():
 
 
 def test_seats_see_the_judges_reasons_for_their_own_pitch_only():
-    from gpu_arena.core.views import observe
+    from gpu_arena.core.observe import observe
 
     w, _ep = judged_round((3.0, "We need 5 GPU-hours by round 4."), (2.0, "We need 16 GPU-hours by round 7."))
     mine = {p.lab_id: p for p in observe(w, "lab_1").public_market.auctions[0].pitches}
     assert mine["lab_1"].score is not None and mine["lab_1"].reasons
-    assert mine["lab_0"].score is None and mine["lab_0"].reasons == [] and mine["lab_0"].job_id is None
+    assert mine["lab_0"].score is None and mine["lab_0"].reasons == () and mine["lab_0"].job_id is None

@@ -206,12 +206,19 @@ def test_fork_and_restore_reproduce_the_future():
     assert ep.transcript == fork.transcript
 
 
-def test_views_are_copies():
+def test_views_are_immutable_values():
     ep = Episode.new("market_round", "train", 3, controlled=())
-    view = ep.observe("lab_0")
-    before = world_to_dict(ep.world)
-    view.owned_blocks[0].owner = "lab_1"
-    view.private_jobs[0].value = 1e9
-    view.best_plan.clear()
-    view.visible_labs[0].budget = -5
-    assert world_to_dict(ep.world) == before
+    for lazy in (False, True):
+        view = ep.observe("lab_0", lazy=lazy)
+        before = world_to_dict(ep.world)
+        attempts = [lambda v: setattr(v.owned_blocks[0], "owner", "lab_1"),
+                    lambda v: setattr(v.owned_blocks[0], "marginal_value", 1e9),
+                    lambda v: setattr(v.private_jobs[0], "value", 1e9),
+                    lambda v: v.best_plan.clear(),
+                    lambda v: v.reward_breakdown.update(x=1.0),
+                    lambda v: setattr(v.visible_labs[0], "budget", -5),
+                    lambda v: v.public_market.blocks.append(None)]
+        for attempt in attempts:
+            with pytest.raises((AttributeError, TypeError)):
+                attempt(view)
+        assert world_to_dict(ep.world) == before

@@ -417,10 +417,10 @@ def test_pitches_counter_pitches_and_award():
 def test_messages_reach_target_or_everyone():
     w = make_world([], [], n_labs=3)
     ep = play(w, {"lab_0": act("send_message", target_lab_id="lab_1", message="hi")})
-    from gpu_arena.core.views import observe
+    from gpu_arena.core.observe import observe
 
     assert [m.text for m in observe(w, "lab_1").message_history] == ["hi"]
-    assert observe(w, "lab_2").message_history == []
+    assert observe(w, "lab_2").message_history == ()
     ep.step({"lab_2": act("send_message", message="all")})
     assert [m.text for m in observe(w, "lab_0").message_history] == ["hi", "all"]
 

@@ -130,13 +130,14 @@ def test_dict_and_json_actions_work_like_models():
     assert env.step(json.dumps({"action_type": "send_message", "message": "hi"})).last_action_result.ok
 
 
-def test_observations_are_copies():
+def test_observations_cannot_change_the_world():
     env = GpuArenaEnv(task="market_round")
     obs = env.reset(seed=4)
     before = env.state.world
-    obs.owned_blocks[0].owner = "lab_2"
-    obs.private_jobs[0].value = 1e6
-    obs.visible_labs[0].budget = 0.0
+    for part, name in ((obs.owned_blocks[0], "owner"), (obs.private_jobs[0], "value"), (obs.visible_labs[0], "budget")):
+        with pytest.raises(AttributeError):  # the nested views are frozen values
+            setattr(part, name, 0.0)
+    obs.round_index = 99  # the wire model itself is the caller's own
     assert env.state.world == before
 
 

@@ -12,8 +12,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gpu_arena.core.engine import Episode
+from gpu_arena.core.observe import observe
 from gpu_arena.core.policy import RandomPolicy
-from gpu_arena.core.views import observe
 from gpu_arena.llm import Conversation, action_tools, estimate_tokens, render_turn, system_prompt
 from gpu_arena.llm.prompts import RenderMemory
 from gpu_arena.models import observation_from_view

@@ -6,11 +6,11 @@ from __future__ import annotations
 import pytest
 
 from gpu_arena.core.engine import Episode
+from gpu_arena.core.observe import observe
 from gpu_arena.core.policy import seat_view
 from gpu_arena.core.rules import MAX_LIST
 from gpu_arena.core.types import Auction, Pitch
 from gpu_arena.core.valuation import LabValuer
-from gpu_arena.core.views import observe
 from gpu_arena.core.worldgen import generate_world
 from gpu_arena.policies import make_policy
 from gpu_arena.policies.expert import RuleExpertPolicy
@@ -145,7 +145,7 @@ def test_rule_expert_allocates_for_the_auction_it_leads():
     w.auctions["a_1"] = Auction("a_1", "b_a_1", opened_round=1, close_round=3,
                                 pitches={"lab_0": Pitch("lab_0", 10.0, "j_0_0", "", 1)})
     view = observe(w, "lab_0")
-    assert view.best_plan == {"j_0_1": ["b_0_0"]}
+    assert view.best_plan == {"j_0_1": ("b_0_0",)}
     action = RuleExpertPolicy(seed=0).act(view)
     assert action.action_type == "allocate_to_job" and action.job_id == "j_0_0" and action.block_ids == ("b_0_0",)
 
@@ -247,7 +247,7 @@ def test_rule_expert_keeps_what_its_pool_proposal_names():
              "lab_2": act("send_offer", target_lab_id="lab_0", block_ids=["b_2_0"], payment=1.0)})
     view = ep.observe("lab_0")
     incoming = [o for o in view.active_offers if o.direction == "incoming"]
-    sale = next(o for o in incoming if o.requested_block_ids == ["b_0_0"])
+    sale = next(o for o in incoming if o.requested_block_ids == ("b_0_0",))
     assert me.offer_value(view, sale, OwnPlanner(view)) > 10  # worth taking, were it not for the proposal
     held, reserve = me.pool_hold(view)
     assert {"b_0_0", "b_1_0", "b_2_0"} <= held and reserve >= proposal.payment

@@ -58,7 +58,7 @@ def test_deadline_panicked_pays_more_as_its_deadline_nears():
                        [job("j_0_0", "lab_0", hours=8, deadline=11, value=60.0)], rounds=12)
         w.round_index = round_index
         pol = make_policy("deadline_panicked", seed=0, deadline_sensitivity=1.0, risk=0.3)
-        from gpu_arena.core.views import observe
+        from gpu_arena.core.observe import observe
 
         action = pol.act(observe(w, "lab_0"))
         assert action.action_type == "send_offer" and action.requested_block_ids == ("b_1_0",)
@@ -129,7 +129,7 @@ def test_every_scripted_policy_plays_whole_episodes_legally(name):
 def test_negotiator_threshold_melts_with_urgency():
     pol = Negotiator(acceptance_margin=0.2, deadline_sensitivity=2.0)
     w = make_world([block("b_0_0", "lab_0", start=9)], [job("j_0_0", "lab_0", deadline=10)], rounds=12)
-    from gpu_arena.core.views import observe
+    from gpu_arena.core.observe import observe
 
     calm = pol.threshold(observe(w, "lab_0"), 30.0)
     w.round_index = 8

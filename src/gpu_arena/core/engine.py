@@ -18,6 +18,7 @@ from dataclasses import dataclass, field, fields
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
+from .observe import ViewCache, WorldIndex, observe
 from .rules import (
     CATEGORY_COLUMNS,
     REP_INVALID,
@@ -42,7 +43,7 @@ from .types import (
     World,
 )
 from .valuation import LabValuer, potential_parts
-from .views import ResultView, SeatView, WorldIndex, observe
+from .views import EMPTY, ResultView, SeatView
 from .welfare import social_optimum
 from .worldgen import generate_world
 
@@ -210,6 +211,8 @@ class Episode:
         self._ledger: dict[str, dict[str, float]] = {}
         self._valuers: dict[str, tuple[int, LabValuer]] = {}
         self._index: tuple[int, WorldIndex] | None = None  # the views' shared index of the current state
+        self._views: dict[tuple[str, bool, bool], tuple[int, World, SeatView]] = {}  # (seat, aids, lazy) -> view
+        self._view_cache = ViewCache()  # views of world facts, kept while their fields stay the same
 
     @classmethod
     def from_snapshot(cls, snap: EpisodeSnapshot, controlled: Sequence[str] = ("lab_0",), *, strict: bool = False,
@@ -218,7 +221,8 @@ class Episode:
         its own caches; the potentials come from the snapshot, not recomputed."""
         episode = cls.__new__(cls)
         episode.controlled, episode.strict, episode.judge = tuple(controlled), strict, judge
-        episode._judge_records, episode._ledger, episode._valuers = {}, {}, {}
+        episode._judge_records, episode._ledger, episode._valuers, episode._views = {}, {}, {}, {}
+        episode._view_cache = ViewCache()
         episode.restore(snap)
         return episode
 
@@ -368,20 +372,29 @@ class Episode:
 
     # ------------------------------------------------------------------ views, copies, metrics
 
-    def observe(self, lab_id: str, *, aids: bool = True) -> SeatView:
+    def observe(self, lab_id: str, *, aids: bool = True, lazy: bool = False) -> SeatView:
+        """``lab_id``'s view of the current state (see :func:`~gpu_arena.core.observe.observe` for
+        ``aids`` and ``lazy``). Views are immutable values: a seat's view of one state is built
+        once and shared by every reader."""
+        w = self.world
+        key = (lab_id, aids, lazy)
+        hit = self._views.get(key)
+        if hit is not None and hit[0] == w.version and hit[1] is w:
+            return hit[2]
         res = self.last_results.get(lab_id)
         rv = ResultView(res.ok, res.code, res.message) if res else None
-        row = self.last_rewards.get(lab_id, {})
+        row = self.last_rewards.get(lab_id, EMPTY)
         # every seat's view of one state shares one index; valuers built from it are cached like valuer()'s
-        w = self.world
         if self._index is None or self._index[0] != w.version or self._index[1].world is not w:
-            self._index = (w.version, WorldIndex(w))
+            self._index = (w.version, WorldIndex(w, self._view_cache))
         index = self._index[1]
-        hit = self._valuers.get(lab_id)
-        if hit is None or hit[0] != w.version:
-            hit = self._valuers[lab_id] = (w.version, index.valuer(lab_id))
-        return observe(w, lab_id, last_result=rv, reward=row.get("normalized_reward", 0.0),
-                       reward_breakdown=row, aids=aids, valuer=hit[1], index=index)
+        vhit = self._valuers.get(lab_id)
+        if vhit is None or vhit[0] != w.version:
+            vhit = self._valuers[lab_id] = (w.version, index.valuer(lab_id))
+        view = observe(w, lab_id, last_result=rv, reward=row.get("normalized_reward", 0.0),
+                       reward_breakdown=row, aids=aids, lazy=lazy, valuer=vhit[1], index=index)
+        self._views[key] = (w.version, w, view)
+        return view
 
     def snapshot(self) -> EpisodeSnapshot:
         return copy.deepcopy(EpisodeSnapshot(self.world, self.phi, self.returns, self.transcript,
@@ -392,6 +405,7 @@ class Episode:
         self.world, self.phi, self.returns, self.transcript = s.world, s.phi, s.returns, s.transcript
         self.last_results, self.last_rewards, self.penalties = s.last_results, s.last_rewards, s.penalties
         self._valuers = {}
+        self._views = {}
         self._index = None
 
     def fork(self) -> Episode:

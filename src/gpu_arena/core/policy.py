@@ -59,11 +59,12 @@ class PolicyBase:
 def seat_view(policy: Any, episode: Any, seat: str) -> Any:
     """What ``policy`` observes in ``seat`` of ``episode`` (a core ``Episode``) now, by its declared
     capabilities (:class:`PolicyBase`): bound to the world first if it ``needs_world``, without the
-    decision aids if it does not use them. A plain object with ``act`` sees the full view."""
+    decision aids if it does not use them (its aids priced as it reads them if it does). A plain
+    object with ``act`` sees the full view."""
     if isinstance(policy, PolicyBase):
         if policy.needs_world:
             policy.bind(episode.world)
-        return episode.observe(seat, aids=policy.uses_aids)
+        return episode.observe(seat, aids=policy.uses_aids, lazy=policy.uses_aids)
     return episode.observe(seat)
 
 

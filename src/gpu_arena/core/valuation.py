@@ -114,23 +114,39 @@ class LabValuer:
                                               for b, k in zip(self.blocks, choices, strict=True) if k >= 0})
             value, energy, assignment = self._base
             return Plan(value, energy, dict(assignment))  # a fresh dict: callers may keep or change it
-        if not drop and not extra:
-            blocks, keys = self.blocks, self.block_keys
-        else:
-            blocks = [b for b in self.blocks if b.block_id not in drop] + extra
-            keys = tuple(block_key(b) for b in blocks)
+        blocks = [b for b in self.blocks if b.block_id not in drop] + extra
+        keys = self._keys(drop, [block_key(b) for b in extra])
         value, energy, choices = solve(keys, self.job_keys, max(0.0, self.budget + money))
         assignment = {b.block_id: self.jobs[k].job_id for b, k in zip(blocks, choices, strict=True) if k >= 0}
         return Plan(value, energy, assignment)
 
+    def _keys(self, drop: set[str], extra: list[BlockKey]) -> tuple[BlockKey, ...]:
+        """The keys of its blocks but ``drop``, then ``extra``'s (read from the keys taken when the
+        valuer was built, never from the blocks again: a valuer prices the state it was built on)."""
+        if not drop and not extra:
+            return self.block_keys
+        return tuple(k for b, k in zip(self.blocks, self.block_keys, strict=True) if b.block_id not in drop) + \
+            tuple(extra)
+
     def net(self, extra: Iterable[Block] = (), without: Iterable[str] = (), money: float = 0.0) -> float:
-        extra = list(extra)
+        return self.net_of([(b.start_round, block_key(b)) for b in extra], without, money)
+
+    def net_of(self, extra: Sequence[tuple[int, BlockKey]], without: Iterable[str] = (), money: float = 0.0) -> float:
+        """:meth:`net` with the extra blocks given as (start round, :func:`block_key`) pairs, so a
+        price can be asked for after the world moved on (a view's lazy aids keep these)."""
         drop = set(without)
         if len(extra) == 1 and not drop and not money and self.jobs:
-            if extra[0].start_round <= self.round_index:
+            start, key = extra[0]
+            if start <= self.round_index:
                 return self.plan().net
-            return with_extra(self.block_keys, self.job_keys, block_key(extra[0]), self.budget)[0]
-        return self.plan(extra, drop, money).net
+            return with_extra(self.block_keys, self.job_keys, key, self.budget)[0]
+        if not self.jobs:
+            return 0.0
+        keys = [key for start, key in extra if start > self.round_index]
+        if not drop and not keys and not money:
+            return self.plan().net
+        value, energy, _choices = solve(self._keys(drop, keys), self.job_keys, max(0.0, self.budget + money))
+        return value - energy
 
     def job_for(self, block: Block) -> str | None:
         """The job ``block`` would serve in this lab's best plan if it held it (None: no job)."""
@@ -144,10 +160,12 @@ class LabValuer:
         """For each of ``blocks`` (all starting after this round): ``net(extra=[b])`` and
         ``job_for(b)``, priced together (see :func:`with_extras`). ``keys`` may pass
         ``block_key`` of each block (a view index has them for every seat)."""
+        return self.prices_of([block_key(b) for b in blocks] if keys is None else keys)
+
+    def prices_of(self, keys: Sequence[BlockKey]) -> list[tuple[float, str | None]]:
+        """:meth:`extra_prices` of blocks given by their :func:`block_key` alone."""
         if not self.jobs:
-            return [(0.0, None)] * len(blocks)
-        if keys is None:
-            keys = [block_key(b) for b in blocks]
+            return [(0.0, None)] * len(keys)
         prices = with_extras(self.block_keys, self.job_keys, keys, self.budget)
         return [(best, self.jobs[k].job_id if k >= 0 else None) for best, k in prices]
 
@@ -157,16 +175,24 @@ class LabValuer:
             return [0.0] * len(self.blocks)
         keys, budget = self.block_keys, max(0.0, self.budget + 0.0)
         base_value, base_energy, choices = solve(keys, self.job_keys, budget)
-        out = []
-        for i in range(len(keys)):
-            if choices[i] < 0:
-                # the best plan does not use block i, so it stays feasible and optimal without it:
-                # no second DP (about half of a lab's blocks, and the priciest part of the aids)
-                out.append(base_value - base_energy)
-                continue
-            value, energy, _choices = solve(keys[:i] + keys[i + 1:], self.job_keys, budget)
-            out.append(value - energy)
-        return out
+        return [self._net_without(i, base_value - base_energy, choices, budget) for i in range(len(keys))]
+
+    def net_without(self, i: int) -> float:
+        """``net(without=(self.blocks[i].block_id,))``, by position."""
+        if not self.jobs:
+            return 0.0
+        budget = max(0.0, self.budget + 0.0)
+        base_value, base_energy, choices = solve(self.block_keys, self.job_keys, budget)
+        return self._net_without(i, base_value - base_energy, choices, budget)
+
+    def _net_without(self, i: int, base_net: float, choices: tuple[int, ...], budget: float) -> float:
+        if choices[i] < 0:
+            # the best plan does not use block i, so it stays feasible and optimal without it:
+            # no second DP (about half of a lab's blocks, and the priciest part of the aids)
+            return base_net
+        keys = self.block_keys
+        value, energy, _choices = solve(keys[:i] + keys[i + 1:], self.job_keys, budget)
+        return value - energy
 
 
 def best_allocation(world: World, lab_id: str, extra: Iterable[Block] = (),

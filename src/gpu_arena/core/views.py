@@ -1,38 +1,75 @@
-"""What one seat may see (PettingZoo's per-agent view), as fresh copies, plus a text rendering.
+"""What one seat may see (PettingZoo's per-agent view): immutable values, plus a text rendering.
 
 A view holds the seat's own private jobs and blocks, the public market (other labs' blocks with
 public attributes, pooled-job calls without values, auctions, announcements), offers and
 coalitions that involve the seat, messages addressed to it or broadcast, and its own decision
 aids priced by the grader's valuation. Another lab's job values never enter a view.
+
+Views are values (docs/design.md, "Contracts"): frozen dataclasses holding tuples and read-only
+mappings, so one view of a state may be shared by everyone who reads it and nothing reachable
+from it can change the world. :mod:`gpu_arena.core.observe` builds them.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any
+from collections.abc import Mapping
+from dataclasses import MISSING, dataclass, fields
+from typing import Any, NoReturn, TypeVar, dataclass_transform
 
-from .allocation import BlockKey
-from .types import (
-    ASSIGNED,
-    PLANNABLE,
-    AuctionStatus,
-    Block,
-    BlockStatus,
-    CoalitionStatus,
-    Job,
-    JobStatus,
-    OfferStatus,
-    World,
-)
-from .valuation import LabValuer, Plan, member_share_value
-
-MESSAGE_HISTORY = 20
-# market blocks priced for the seat (marginal value, best job): those it could still come to hold
-_PRICED = frozenset({BlockStatus.FREE, BlockStatus.RESERVED, BlockStatus.AUCTION})
-EVENT_HISTORY = 12
+K = TypeVar("K")
+V = TypeVar("V")
+T = TypeVar("T")
 
 
-@dataclass(slots=True)
+@dataclass_transform(frozen_default=True)
+def value(cls: type[T]) -> type[T]:
+    """A frozen, slotted dataclass whose ``__init__`` writes each slot directly.
+
+    A frozen dataclass's own ``__init__`` goes around its guard once per field through
+    ``object.__setattr__``, which makes a view of 18 fields cost six times a mutable one; this one
+    calls each slot's own setter (about half the cost). Slots keep a view to one object for the
+    garbage collector, not two. Equality, hashing, ``repr`` and the guard against assignment are
+    the dataclass's own.
+    """
+    cls = dataclass(frozen=True, slots=True)(cls)
+    params, lines, namespace = [], [], {}
+    for f in fields(cls):  # type: ignore[arg-type]
+        namespace[f"_set_{f.name}"] = getattr(cls, f.name).__set__
+        if f.default is not MISSING:
+            namespace[f"_default_{f.name}"] = f.default
+            params.append(f"{f.name}=_default_{f.name}")
+        else:
+            params.append(f.name)
+        lines.append(f"    _set_{f.name}(self, {f.name})\n")
+    exec(f"def __init__(self, {', '.join(params)}):\n{''.join(lines)}", namespace)  # as dataclasses does
+    init = namespace["__init__"]
+    init.__qualname__ = f"{cls.__qualname__}.__init__"
+    cls.__init__ = init  # type: ignore[method-assign]
+    return cls
+
+
+class ReadOnlyDict(dict[K, V]):
+    """A dict that refuses every change: a view's mappings (a plain ``dict`` to JSON, pydantic,
+    pickle and ``copy``, which a ``MappingProxyType`` is not)."""
+
+    __slots__ = ()
+
+    def _refuse(self, *_args: Any, **_kwargs: Any) -> NoReturn:
+        raise TypeError("a view is an immutable value: its mappings cannot change")
+
+    __setitem__ = __delitem__ = clear = pop = popitem = setdefault = update = __ior__ = _refuse
+
+    def __hash__(self) -> int:  # type: ignore[override]
+        return hash(frozenset(self.items()))
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (dict(self),))
+
+
+EMPTY: ReadOnlyDict[Any, Any] = ReadOnlyDict()  # the shared empty mapping
+
+
+@value
 class JobView:
     job_id: str
     gpu_hours_required: int
@@ -48,7 +85,7 @@ class JobView:
     share: float
 
 
-@dataclass(slots=True)
+@value
 class BlockView:
     block_id: str
     owner: str | None
@@ -70,46 +107,46 @@ class BlockView:
     best_job: str | None = None  # the seat's job this block serves in its best plan (if it held it)
 
 
-@dataclass(slots=True)
+@value
 class OfferView:
     offer_id: str
     sender: str
     target: str
     direction: str  # incoming | outgoing
-    block_ids: list[str]
-    requested_block_ids: list[str]
+    block_ids: tuple[str, ...]
+    requested_block_ids: tuple[str, ...]
     payment: float
     requested_payment: float
     created_round: int
     expires_round: int
-    conditions: dict[str, bool]
+    conditions: Mapping[str, bool]
     message: str
     status: str
     parent_offer_id: str | None
     value_to_me: float  # change of this seat's Φ if the offer settled now
 
 
-@dataclass(slots=True)
+@value
 class CoalitionView:
     coalition_id: str
     proposer: str
-    members: list[str]
+    members: tuple[str, ...]
     job_id: str
     gpu_hours_required: int
     deadline_round: int
-    commitments: dict[str, list[str]]
+    commitments: Mapping[str, tuple[str, ...]]
     payment: float
-    shares: dict[str, float]
+    shares: Mapping[str, float]
     expires_round: int
-    consented: list[str]
+    consented: tuple[str, ...]
     status: str
     pooled_hours: int
-    breaches: list[str]
-    excused: list[str]  # members whose committed blocks a shock destroyed (not a breach)
+    breaches: tuple[str, ...]
+    excused: tuple[str, ...]  # members whose committed blocks a shock destroyed (not a breach)
     created_round: int = 0
 
 
-@dataclass(slots=True)
+@value
 class LabView:
     lab_id: str
     budget: float
@@ -118,7 +155,7 @@ class LabView:
     finished: bool
 
 
-@dataclass(slots=True)
+@value
 class MessageView:
     round_index: int
     sender: str
@@ -126,14 +163,14 @@ class MessageView:
     text: str
 
 
-@dataclass(slots=True)
+@value
 class EventView:
     round_index: int
     kind: str
     text: str
 
 
-@dataclass(slots=True)
+@value
 class PitchView:
     lab_id: str
     bid: float
@@ -142,22 +179,22 @@ class PitchView:
     round_index: int
     counter_to: str | None
     score: float | None = None  # the judge's score (judge mode, after the award)
-    reasons: list[str] = field(default_factory=list)
+    reasons: tuple[str, ...] = ()
 
 
-@dataclass(slots=True)
+@value
 class AuctionView:
     auction_id: str
     block_id: str
     opened_round: int
     close_round: int
     status: str
-    pitches: list[PitchView]
+    pitches: tuple[PitchView, ...]
     winner: str | None
     price: float
 
 
-@dataclass(slots=True)
+@value
 class PooledJobView:
     """A public call for pooled capacity: hours and timing are public, the value is not."""
 
@@ -169,22 +206,22 @@ class PooledJobView:
     status: str
 
 
-@dataclass(slots=True)
+@value
 class MarketView:
-    blocks: list[BlockView]
-    auctions: list[AuctionView]
-    pooled_jobs: list[PooledJobView]
-    events: list[EventView]
+    blocks: tuple[BlockView, ...]
+    auctions: tuple[AuctionView, ...]
+    pooled_jobs: tuple[PooledJobView, ...]
+    events: tuple[EventView, ...]
 
 
-@dataclass(slots=True)
+@value
 class ResultView:
     ok: bool
     code: str
     message: str
 
 
-@dataclass(slots=True)
+@value
 class SeatView:
     """One seat's observation; field names match ``gpu_arena.models.ArenaObservation``."""
 
@@ -195,208 +232,21 @@ class SeatView:
     controlled_lab_id: str
     controlled_lab_budget: float
     controlled_lab_reputation: float
-    private_jobs: list[JobView]
-    owned_blocks: list[BlockView]
+    private_jobs: tuple[JobView, ...]
+    owned_blocks: tuple[BlockView, ...]
     public_market: MarketView
-    visible_labs: list[LabView]
-    active_offers: list[OfferView]
-    active_coalitions: list[CoalitionView]
-    message_history: list[MessageView]
+    visible_labs: tuple[LabView, ...]
+    active_offers: tuple[OfferView, ...]
+    active_coalitions: tuple[CoalitionView, ...]
+    message_history: tuple[MessageView, ...]
     last_action_result: ResultView
     batna: float  # utility this lab reaches if it trades no more (Φ − initial budget)
     surplus_over_batna: float  # Φ now − Φ at reset
-    best_plan: dict[str, list[str]]  # own job -> own blocks, the optimal allocation of what it holds
+    best_plan: Mapping[str, tuple[str, ...]]  # own job -> own blocks, the optimal allocation of what it holds
     reward_scale: float  # rewards are Φ changes divided by this (own values and public facts only)
     reward: float = 0.0
-    reward_breakdown: dict[str, float] = field(default_factory=dict)
+    reward_breakdown: Mapping[str, float] = EMPTY
     done: bool = False
-
-
-# a BlockView's fields but the last two (marginal_value, best_job), which depend on the viewer
-BlockRow = tuple[str, str | None, int, int, int, int, int, float, float, str, bool, str | None, str | None, str | None,
-                 bool, bool]
-
-
-class WorldIndex:
-    """What every seat's view of one world state shares, gathered in one pass over the world.
-
-    Blocks, jobs, labs, pooled calls, events and messages are kept as tuples of view fields;
-    each view instantiates fresh view objects from them, so no two views (and nothing inside the
-    world) share a mutable object. It also gathers each lab's valuation inputs (plannable blocks,
-    open jobs, valid hours per job) so a :class:`LabValuer` needs no scan of its own. An index
-    describes one state: build a new one after the world changes (``Episode`` keys it by
-    ``World.version``).
-    """
-
-    __slots__ = ("events", "hours", "jobs", "labs", "market", "messages", "open_jobs", "owned", "plannable",
-                 "pooled", "round_index", "world")
-
-    def __init__(self, world: World) -> None:
-        r = world.round_index
-        self.world = world
-        self.round_index = r
-        jobs = world.jobs
-        hours = dict.fromkeys(jobs, 0)
-        counts: dict[str, int] = {}
-        plannable: dict[str, list[Block]] = {}
-        # the owner's rows, per owner: (block id, row); the others': (block, owner, row, valuation key if
-        # it is priced for them, else None)
-        owned: dict[str | None, list[tuple[str, BlockRow]]] = {}
-        market: list[tuple[Block, str | None, BlockRow, BlockKey | None]] = []
-        for b in world.blocks.values():
-            status, owner, start, jid = b.status, b.owner, b.start_round, b.job_id
-            gpu_hours, end = b.hours, b.end_round
-            if jid is not None and status in ASSIGNED:
-                job = jobs.get(jid)
-                if job is not None and end <= job.deadline_round and b.reliability >= job.min_reliability:
-                    hours[jid] += gpu_hours  # valid hours (see valuation.valid_hours)
-            if owner is not None:
-                if status not in _GONE:
-                    counts[owner] = counts.get(owner, 0) + 1
-                if status in PLANNABLE and start > r:
-                    plannable.setdefault(owner, []).append(b)
-            tradeable = status == BlockStatus.FREE and start > r
-            common: tuple[str, str | None, int, int, int, int, int, float, float, str, bool] = (
-                b.block_id, owner, b.gpu_count, start, b.duration, end, gpu_hours, b.reliability, b.energy_cost,
-                status, tradeable)
-            owned.setdefault(owner, []).append(
-                (b.block_id, (*common, jid, b.reserved_for, b.coalition_id, b.no_resale, b.must_allocate)))
-            if status not in _GONE or start > r:
-                market.append((b, owner, (*common, None, None, b.coalition_id, b.no_resale, False),
-                               (gpu_hours, end, b.reliability, b.energy_cost * gpu_hours)  # valuation.block_key(b)
-                               if start > r and status in _PRICED else None))
-        self.owned = owned
-        self.market = market
-        self.hours = hours
-        self.plannable = plannable
-        self.jobs: dict[str, list[tuple[Any, ...]]] = {}
-        self.open_jobs: dict[str, list[Job]] = {}
-        pooled: list[tuple[str, tuple[Any, ...]]] = []
-        for j in jobs.values():
-            share = world.coalitions[j.coalition_id].shares.get(j.owner, 0.0) if j.coalition_id else 1.0
-            self.jobs.setdefault(j.owner, []).append((
-                j.job_id, j.gpu_hours_required, j.deadline_round, j.value, j.min_reliability, j.partial_credit,
-                j.pooled, j.status, hours[j.job_id], j.realized_value, j.coalition_id, share))
-            if j.status == JobStatus.OPEN:
-                self.open_jobs.setdefault(j.owner, []).append(j)
-            if j.pooled:
-                pooled.append((j.owner, (j.job_id, j.owner, j.gpu_hours_required, j.deadline_round,
-                                         j.min_reliability, j.status)))
-        self.pooled = pooled
-        self.labs = [(x.lab_id, round(x.budget, 6), x.reputation, counts.get(x.lab_id, 0), x.finished)
-                     for x in world.labs.values()]
-        self.events = [(e.round_index, e.kind, e.text) for e in world.events[-EVENT_HISTORY:]]
-        self.messages = [(m.sender, m.target, (m.round_index, m.sender, m.target, m.text)) for m in world.messages]
-
-    def valuer(self, lab_id: str) -> LabValuer:
-        """``LabValuer(world, lab_id)`` from the gathered inputs."""
-        return LabValuer.from_parts(self.world, lab_id, self.open_jobs.get(lab_id, []),
-                                    self.plannable.get(lab_id, []), self.hours)
-
-
-_GONE = (BlockStatus.DONE, BlockStatus.IDLE, BlockStatus.FAILED)
-
-
-def observe(world: World, lab_id: str, *, last_result: ResultView | None = None, reward: float = 0.0,
-            reward_breakdown: dict[str, float] | None = None, aids: bool = True,
-            valuer: LabValuer | None = None, index: WorldIndex | None = None) -> SeatView:
-    """Build ``lab_id``'s view. ``aids=False`` skips the what-if pricing (marginal values, offer values).
-
-    ``valuer`` and ``index`` may pass a :class:`LabValuer` and a :class:`WorldIndex` already built
-    for this lab and world on this exact world state (the episode caches both per state).
-    """
-    lab = world.labs[lab_id]
-    r = world.round_index
-    if index is None:
-        index = WorldIndex(world)
-    if valuer is None:
-        valuer = index.valuer(lab_id)
-    plan: Plan = valuer.plan()
-    base_net = plan.net
-    assignment = plan.assignment
-
-    jobs = [JobView(*row) for row in index.jobs.get(lab_id, ())]
-    mine = index.owned.get(lab_id, ())
-    if not aids:
-        owned = [BlockView(*row, None, assignment.get(bid)) for bid, row in mine]
-        market = [BlockView(*row, None, None) for _b, owner, row, _key in index.market if owner != lab_id]
-    else:
-        without = dict(zip([b.block_id for b in valuer.blocks], valuer.nets_without_each(), strict=True))
-        owned = [BlockView(*row, base_net - without[bid] if bid in without else None, assignment.get(bid))
-                 for bid, row in mine]
-        candidates = [(b, key) for b, owner, _row, key in index.market if key is not None and owner != lab_id]
-        prices = dict(zip([b.block_id for b, _key in candidates],
-                          valuer.extra_prices([b for b, _key in candidates], [key for _b, key in candidates]),
-                          strict=True))
-        market = []
-        for b, owner, row, _key in index.market:
-            if owner == lab_id:
-                continue
-            mv = serves = None
-            price = prices.get(b.block_id)
-            if price is not None:
-                mv = price[0] - base_net
-                if mv > 1e-9:
-                    serves = price[1]
-            market.append(BlockView(*row, mv, serves))
-
-    offers: list[OfferView] = []
-    for o in world.offers.values():
-        if o.status != OfferStatus.OPEN or lab_id not in (o.sender, o.target):
-            continue
-        incoming = o.target == lab_id
-        gets, gives = (o.block_ids, o.requested_block_ids) if incoming else (o.requested_block_ids, o.block_ids)
-        money = (o.payment - o.requested_payment) * (1 if incoming else -1)
-        value = 0.0
-        if aids:
-            value = valuer.net(extra=[world.blocks[x] for x in gets], without=gives, money=money) - base_net + money
-        offers.append(OfferView(o.offer_id, o.sender, o.target, "incoming" if incoming else "outgoing",
-                                list(o.block_ids), list(o.requested_block_ids), o.payment, o.requested_payment,
-                                o.created_round, o.expires_round, dict(o.conditions), o.message, o.status,
-                                o.parent_offer_id, value))
-
-    coalitions: list[CoalitionView] = []
-    for c in world.coalitions.values():
-        if lab_id not in c.members and c.status != CoalitionStatus.FORMED:
-            continue
-        job = world.jobs[c.job_id]
-        member = lab_id in c.members
-        coalitions.append(CoalitionView(
-            c.coalition_id, c.proposer, list(c.members), c.job_id, job.gpu_hours_required, job.deadline_round,
-            {k: list(v) for k, v in c.commitments.items()} if member else {},
-            c.payment if member else 0.0, dict(c.shares) if member else {}, c.expires_round,
-            sorted(c.consented), c.status, index.hours[job.job_id] if c.status == CoalitionStatus.FORMED else 0,
-            list(c.breaches), list(c.excused), c.created_round))
-
-    auctions = [AuctionView(a.auction_id, a.block_id, a.opened_round, a.close_round, a.status,
-                            # the judge's score and reasons are checked against the pitcher's private
-                            # job: a seat sees them for its own pitch only
-                            [PitchView(p.lab_id, p.bid, p.job_id if p.lab_id == lab_id else None, p.message,
-                                       p.round_index, p.counter_to,
-                                       p.score if p.lab_id == lab_id else None,
-                                       list(p.reasons) if p.lab_id == lab_id else [])
-                             for p in a.pitches.values()],
-                            a.winner, a.price)
-                for a in world.auctions.values() if a.status == AuctionStatus.OPEN or a.close_round >= r - 1]
-    pooled = [PooledJobView(*row) for owner, row in index.pooled if owner != lab_id]
-    events = [EventView(*row) for row in index.events]
-    msgs = [MessageView(*row) for sender, target, row in index.messages
-            if target is None or target == lab_id or sender == lab_id][-MESSAGE_HISTORY:]
-    labs = [LabView(*row) for row in index.labs]
-    phi = lab.budget + lab.realized_value + base_net + member_share_value(world, lab_id, index.hours)
-    best_plan: dict[str, list[str]] = {}
-    for bid, jid in assignment.items():
-        best_plan.setdefault(jid, []).append(bid)
-    return SeatView(
-        task=world.task, split=world.split, round_index=r, max_rounds=world.max_rounds,
-        controlled_lab_id=lab_id, controlled_lab_budget=lab.budget, controlled_lab_reputation=lab.reputation,
-        private_jobs=jobs, owned_blocks=owned,
-        public_market=MarketView(market, auctions, pooled, events), visible_labs=labs,
-        active_offers=offers, active_coalitions=coalitions, message_history=msgs,
-        last_action_result=last_result or ResultView(True, "ok", ""),
-        batna=phi - lab.initial_budget, surplus_over_batna=phi - world.initial_potential.get(lab_id, phi),
-        best_plan=best_plan, reward_scale=world.reward_scale.get(lab_id, 1.0),
-        reward=reward, reward_breakdown=dict(reward_breakdown or {}), done=world.done)
 
 
 def render_text(view: SeatView) -> str:
