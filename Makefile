@@ -13,7 +13,7 @@ PYTEST_WORKERS ?= 2
 $(STAMP): pyproject.toml constraints.txt
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[dev,llm,train,cluster]'
+	$(PY) -m pip install --quiet -e '.[dev,llm,train,cluster,marl]'
 	@touch $(STAMP)
 
 # the dashboard's browser tests drive Debian's chromium (Playwright's own download is not needed)

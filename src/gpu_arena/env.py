@@ -7,7 +7,6 @@ round in the core engine, and returns the controlled seat's new observation.
 
 from __future__ import annotations
 
-import json
 import secrets
 import uuid
 from collections.abc import Mapping, Sequence
@@ -15,7 +14,6 @@ from typing import Any
 
 from openenv.core.env_server.interfaces import Environment
 from openenv.core.env_server.types import EnvironmentMetadata
-from pydantic import ValidationError
 
 from .core.engine import Episode, EpisodeSnapshot
 from .core.judge import PitchJudge
@@ -25,7 +23,7 @@ from .core.serialize import coerce_action, world_to_dict
 from .core.types import REWARD_COLUMNS, SPLITS, TASKS, Action, RejectedAction
 from .core.views import ResultView, render_text
 from .core.worldgen import world_seed
-from .models import ArenaAction, ArenaObservation, ArenaState, observation_from_view
+from .models import ArenaAction, ArenaObservation, ArenaState, observation_from_view, read_action
 from .policies import make_policy
 
 RULE_JUDGE = "rule"
@@ -132,7 +130,7 @@ class GpuArenaEnv(Environment[ArenaAction, ArenaObservation, ArenaState]):
             return _error_observation("not_reset", "call reset() before step()", done=True)
         if episode.done:
             return _error_observation("episode_done", "the episode is over; call reset() for a new one", done=True)
-        actions: dict[str, Action | RejectedAction | None] = {self._seat: self._read_action(action)}
+        actions: dict[str, Action | RejectedAction | None] = {self._seat: read_action(action)}
         for lid, policy in self._policies.items():
             actions[lid] = self._policy_action(episode, lid, policy)
         episode.step(actions)
@@ -221,25 +219,6 @@ class GpuArenaEnv(Environment[ArenaAction, ArenaObservation, ArenaState]):
         return observation_from_view(view, metadata={
             "episode_id": self._episode_id, "seed": self._seed, "task": view.task, "split": view.split,
             "step": self._step_count})
-
-    def _read_action(self, action: Any) -> Action | RejectedAction:
-        if isinstance(action, RejectedAction):
-            return action  # already refused upstream (an LLM agent's format error): keep its own code
-        if isinstance(action, str | bytes):
-            try:
-                action = json.loads(action)
-            except (ValueError, TypeError) as e:
-                return RejectedAction("malformed_action", f"action is not valid JSON: {e}")
-        if isinstance(action, Mapping) and not isinstance(action, ArenaAction):
-            try:
-                action = ArenaAction.model_validate(dict(action))
-            except ValidationError as e:
-                first = e.errors()[0]
-                where = ".".join(str(p) for p in first.get("loc", ()))
-                code = "unknown_action_type" if where == "action_type" and first.get("type") == "literal_error" \
-                    else "unknown_field" if first.get("type") == "extra_forbidden" else "invalid_type"
-                return RejectedAction(code, f"{where or 'action'}: {first.get('msg', 'invalid')}")
-        return coerce_action(action)
 
     def _policy_action(self, episode: Episode, lid: str, policy: Policy) -> Action | RejectedAction:
         view = seat_view(policy, episode, lid)

@@ -12,12 +12,16 @@ building an observation does not copy the view a second time.
 
 from __future__ import annotations
 
+import json
+from collections.abc import Mapping
 from typing import Any, Literal, get_args
 
 from openenv.core.env_server.types import Action, Observation, State
-from pydantic import Field
+from pydantic import Field, ValidationError
 
-from .core.types import ACTION_TYPES, REWARD_COLUMNS
+from .core.serialize import coerce_action
+from .core.types import ACTION_TYPES, REWARD_COLUMNS, RejectedAction
+from .core.types import Action as CoreAction
 from .core.views import (
     BlockView,
     CoalitionView,
@@ -132,3 +136,27 @@ def observation_from_view(view: SeatView, *, metadata: dict[str, Any] | None = N
     if metadata:
         obs.metadata = metadata
     return obs
+
+
+def read_action(action: Any) -> CoreAction | RejectedAction:
+    """Any form a client may send one action in — an ``ArenaAction``, a core ``Action``, a mapping,
+    a JSON string or bytes — as a core action, or a ``RejectedAction`` with a stable code
+    (``malformed_action``, ``unknown_action_type``, ``unknown_field``, ``invalid_type``) that the
+    engine books as an invalid move. Never raises."""
+    if isinstance(action, RejectedAction):
+        return action  # already refused upstream (an LLM agent's format error): keep its own code
+    if isinstance(action, str | bytes):
+        try:
+            action = json.loads(action)
+        except (ValueError, TypeError) as e:
+            return RejectedAction("malformed_action", f"action is not valid JSON: {e}")
+    if isinstance(action, Mapping) and not isinstance(action, ArenaAction):
+        try:
+            action = ArenaAction.model_validate(dict(action))
+        except ValidationError as e:
+            first = e.errors()[0]
+            where = ".".join(str(p) for p in first.get("loc", ()))
+            code = "unknown_action_type" if where == "action_type" and first.get("type") == "literal_error" \
+                else "unknown_field" if first.get("type") == "extra_forbidden" else "invalid_type"
+            return RejectedAction(code, f"{where or 'action'}: {first.get('msg', 'invalid')}")
+    return coerce_action(action)
