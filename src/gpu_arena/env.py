@@ -22,12 +22,11 @@ from .core.rules import JUDGE_MODES
 from .core.serialize import coerce_action, world_to_dict
 from .core.types import REWARD_COLUMNS, SPLITS, TASKS, Action, RejectedAction
 from .core.views import ResultView, render_text
-from .core.worldgen import world_seed
 from .models import ArenaAction, ArenaObservation, ArenaState, observation_from_view, read_action
-from .policies import make_policy
+from .policies import SEAT_DEFAULT, make_seat_policy
 
 RULE_JUDGE = "rule"
-DEFAULT_OPPONENT = "archetypes"  # each opponent seat plays the archetype its world assigned
+DEFAULT_OPPONENT = SEAT_DEFAULT  # each opponent seat plays the archetype its world assigned
 
 
 def _error_observation(code: str, message: str, *, done: bool) -> ArenaObservation:
@@ -262,10 +261,7 @@ class GpuArenaEnv(Environment[ArenaAction, ArenaObservation, ArenaState]):
         out: dict[str, Policy] = {}
         for lid, p in chosen.items():
             if isinstance(p, str):
-                lab = episode.world.labs[lid]
-                name = lab.archetype if p == "archetypes" else p
-                out[lid] = make_policy(name, seed=world_seed(f"policy:{lid}", episode.world.split, seed),
-                                       **lab.params)
+                out[lid] = make_seat_policy(episode.world, lid, p)
             elif hasattr(p, "act"):
                 out[lid] = p
             else:

@@ -18,6 +18,8 @@ from importlib.metadata import entry_points
 from typing import Any
 
 from ..core.policy import NoNegotiationPolicy, Policy, RandomPolicy, WaitPolicy
+from ..core.types import World
+from ..core.worldgen import world_seed
 from .archetypes import ARCHETYPES
 from .baselines import AlwaysAcceptPolicy, GreedyHoarderPolicy, OraclePolicy, RuleExpertPolicy
 
@@ -105,6 +107,18 @@ def make_policy(name: str, **params: Any) -> Policy:
     return _build(factory, params)
 
 
+SEAT_DEFAULT = "archetypes"  # a seat plays the archetype its world assigned it, with the world's parameters
+
+
+def make_seat_policy(world: World, lab_id: str, name: str = SEAT_DEFAULT) -> Policy:
+    """The policy ``name`` for seat ``lab_id`` of ``world``: ``archetypes`` is the seat's own
+    archetype; every policy gets the seat's world parameters and a seed drawn from the world's
+    (the same seat of the same world always plays the same way)."""
+    lab = world.labs[lab_id]
+    chosen = lab.archetype if name == SEAT_DEFAULT else name
+    return make_policy(chosen, seed=world_seed(f"policy:{lab_id}", world.split, world.seed), **lab.params)
+
+
 @lru_cache(maxsize=256)
 def _accepted(factory: Callable[..., Policy]) -> frozenset[str] | None:
     """The keyword parameters ``factory`` takes (None: any). Cached: ``inspect.signature`` costs more
@@ -128,5 +142,6 @@ def _build(factory: Callable[..., Policy], params: dict[str, Any], *args: Any) -
     return factory(*args, **{k: v for k, v in params.items() if k in accepted})
 
 
-__all__ = ["ARCHETYPES", "BASELINES", "FAMILY_ENTRY_POINTS", "Policy", "install_plugins", "make_policy", "plugins",
+__all__ = ["ARCHETYPES", "BASELINES", "FAMILY_ENTRY_POINTS", "SEAT_DEFAULT", "Policy", "install_plugins", "make_policy",
+           "make_seat_policy", "plugins",
            "policy_families", "policy_names", "register_policy", "register_policy_family"]

@@ -34,6 +34,8 @@ from ..models import ArenaAction, ArenaObservation, ArenaState
 from .environment import ServedArenaEnv
 from .errors import ArenaRequestError, CapacityReached, error_response
 from .guard import PayloadGuard
+from .match_routes import build_match_router
+from .matches import MatchManager
 from .recorder import EpisodeRecorder
 from .routes import build_router
 from .sessions import SessionManager
@@ -49,6 +51,8 @@ A multi-agent GPU-market negotiation environment, served the OpenEnv way.
   `gpu_arena.client.GpuArenaClient`): `{"type": "reset", "data": {...}}`, `{"type": "step", "data": action}`,
   `{"type": "state"}`, `{"type": "close"}`.
 * **REST sessions** `/api/sessions`: the same episodes over plain HTTP, with a session id.
+* **Live matches** `/api/matches`: one episode whose seats several clients hold at once (a bearer
+  token per remote seat), the other seats played by server-side policies.
 * `/reset` and `/step` are OpenEnv's stateless routes: each call uses a fresh environment.
 * Finished episodes are stored and replayable: `/api/episodes/{replay_id}`.
 * Stored episodes (served, and evaluation episodes with replays) are listed at `/api/episodes`, replayed
@@ -80,11 +84,17 @@ def create_arena_app(settings: ServerSettings | None = None) -> FastAPI:
     app.openapi_tags = [*(app.openapi_tags or []),
                         {"name": "Sessions (REST)", "description": "stateful episodes over plain HTTP"},
                         {"name": "Episodes", "description": "replays of finished episodes"},
+                        {"name": "Matches", "description": "live matches: seats of one episode held by several "
+                                                           "clients and server-side policies"},
                         {"name": "Dashboard", "description": "what the page at / reads"}]
 
     manager = SessionManager(settings, lambda: ServedArenaEnv(settings, recorder))
+    matches = MatchManager(settings, recorder, others=lambda: manager.active)
+    manager.others = lambda: matches.active  # REST sessions and matches share the cap
     app.state.settings, app.state.sessions, app.state.recorder = settings, manager, recorder
+    app.state.matches = matches
     app.include_router(build_router(manager, recorder))
+    app.include_router(build_match_router(matches))
     app.include_router(build_replay_router(settings, manager, recorder))
     app.include_router(build_reference_router(settings))
 
@@ -98,11 +108,13 @@ def create_arena_app(settings: ServerSettings | None = None) -> FastAPI:
 
     async def start() -> None:
         manager.start()
+        matches.start()
         auto_eval.start()
 
     async def stop() -> None:
         auto_eval.stop()
         await manager.stop()
+        await matches.stop()
         if recorder is not None:
             recorder.close()
 

@@ -30,7 +30,8 @@ class SessionManager:
 
     Contract:
 
-    * ``create`` opens a session or raises :class:`CapacityReached` once ``max_sessions`` are open.
+    * ``create`` opens a session or raises :class:`CapacityReached` once ``max_sessions`` are open
+      (live matches count too: ``others``).
     * ``run(session_id, fn)`` calls ``fn(env)``; an unknown id raises :class:`SessionNotFound`, a
       closed or expired one :class:`SessionGone` (410) naming which.
     * A session idle (no request) for ``idle_timeout_s`` is expired: by the reaper's sweep or,
@@ -44,8 +45,9 @@ class SessionManager:
     """
 
     def __init__(self, settings: ServerSettings, env_factory: Callable[[], ServedArenaEnv],
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic, others: Callable[[], int] = lambda: 0) -> None:
         self.settings = settings
+        self.others = others  # live matches: they share the cap (set by the app)
         self._factory = env_factory
         self._clock = clock
         self._sessions: dict[str, Session] = {}
@@ -58,9 +60,9 @@ class SessionManager:
 
     def create(self) -> Session:
         self.expire_idle()
-        if len(self._sessions) >= self.settings.max_sessions:
+        if len(self._sessions) + self.others() >= self.settings.max_sessions:
             raise CapacityReached(
-                f"{len(self._sessions)} of {self.settings.max_sessions} REST sessions are open; "
+                f"{len(self._sessions)} REST sessions and {self.others()} matches of {self.settings.max_sessions} are open; "
                 "close one (DELETE /api/sessions/{id}) or retry later",
                 extra={"active_sessions": len(self._sessions), "max_sessions": self.settings.max_sessions})
         now = self._clock()
