@@ -52,3 +52,15 @@ def test_train_bench_reports_every_figure(capsys: pytest.CaptureFixture[str]) ->
     assert rl["episodes"] == 4 and rl["sampling_episodes_per_min"] > 0 and rl["iteration_episodes_per_min"] > 0
     assert 0 < rl["generate_share_of_sampling"] <= 1 and rl["generate_share_of_fp32_peak"] > 0
     assert rl["meets_target"] == (rl["iteration_episodes_per_min"] >= rl["target_episodes_per_min"])
+
+
+def test_match_bench_plays_matches_against_a_real_server(capsys: pytest.CaptureFixture[str]) -> None:
+    import json
+
+    import bench_matches
+
+    assert bench_matches.main(["--seconds", "0.5", "--task", "single_trade", "--remote", "2", "--matches", "2"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    (row,) = out["runs"]
+    assert row["matches"] == 2 and row["rounds"] > 0 and row["rounds_per_s"] > 0
+    assert row["remote_actions_per_s"] >= row["rounds_per_s"] and row["act_p99_ms"] >= row["act_p50_ms"] > 0

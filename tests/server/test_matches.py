@@ -223,3 +223,13 @@ def test_matches_share_the_session_cap_and_expire_when_idle(tmp_path: Any) -> No
         gone = httpx.get(f"{url}/api/matches/{match.json()['match_id']}")
         assert gone.status_code == 410 and gone.json()["error"]["code"] == "match_expired"
         assert httpx.post(f"{url}/api/matches", json={"seats": {"lab_0": "remote"}}).status_code == 201
+
+
+def test_a_finished_match_frees_its_slot_and_stays_readable(tmp_path: Any) -> None:
+    with running_server(settings_for(tmp_path, max_sessions=1)) as url:
+        created = httpx.post(f"{url}/api/matches", json={"task": "single_trade", "seats": {"lab_0": "remote"}}).json()
+        assert httpx.post(f"{url}/api/matches", json={"seats": {"lab_0": "remote"}}).status_code == 429
+        act = f"{url}/api/matches/{created['match_id']}/seats/lab_0/act"
+        assert httpx.post(act, json={"action_type": "finish"}, headers=bearer(created["tokens"]["lab_0"])).status_code == 202
+        assert httpx.get(f"{url}/api/matches/{created['match_id']}").json()["done"]
+        assert httpx.post(f"{url}/api/matches", json={"seats": {"lab_0": "remote"}}).status_code == 201

@@ -181,7 +181,8 @@ class MatchManager:
     * ``get(match_id)`` resolves the match's round first if it is due; an unknown id raises
       :class:`MatchNotFound`, an expired one :class:`MatchGone`.
     * A match with no request for ``idle_timeout_s`` expires; a finished match is stored once as a
-      replay (``replay_id``) and stays readable until it expires.
+      replay (``replay_id``) and stays readable until it expires (at most ``tombstones`` finished
+      matches are kept, the oldest dropped first); only unfinished matches hold a slot of the cap.
     """
 
     def __init__(self, settings: ServerSettings, recorder: EpisodeRecorder | None,
@@ -198,7 +199,8 @@ class MatchManager:
 
     @property
     def active(self) -> int:
-        return len(self._matches)
+        """Matches still being played: they hold a slot of the cap (a finished one is only read)."""
+        return sum(1 for m in self._matches.values() if not m.done)
 
     def now(self) -> float:
         return self._clock()
@@ -265,6 +267,7 @@ class MatchManager:
         if match.done and not match.recorded:
             match.recorded = True
             match.replay_id = self._store(match)
+            self._prune_finished()
 
     def _store(self, match: Match) -> str | None:
         replay_id = uuid.uuid4().hex
@@ -276,6 +279,12 @@ class MatchManager:
             log.exception("could not store match %s", match.match_id)
             return None
         return replay_id
+
+    def _prune_finished(self) -> None:
+        """Keep at most ``tombstones`` finished matches readable (the oldest go first)."""
+        finished = [m.match_id for m in self._matches.values() if m.done]
+        for match_id in finished[:max(0, len(finished) - self.settings.tombstones)]:
+            self._bury(match_id)
 
     def expire_idle(self) -> None:
         cutoff = self._clock() - self.settings.idle_timeout_s
