@@ -448,3 +448,57 @@ def test_training_curves_are_the_stored_run(page: Any, base_url: str) -> None:
     page.locator("#training").scroll_into_view_if_needed()
     shot(page, "training")
     assert page.problems == []
+
+
+def test_two_browsers_hold_two_seats_of_one_match(page: Any, browser: Any, base_url: str) -> None:
+    page.select_option("#match-task", "single_trade")
+    page.fill("#match-seed", "3")
+    page.fill("#match-timeout", "120")
+    assert page.input_value("#match-seat-lab_0") == "remote" and page.input_value("#match-seat-lab_1") == "remote"
+    page.click("#match-new")
+    page.wait_for_selector("#match-links a.match-link")
+    links = {a.get_attribute("data-seat"): a.get_attribute("href") for a in page.locator("#match-links a").all()}
+    assert set(links) == {"lab_0", "lab_1"}
+    match_id = links["lab_0"].split("match=")[1].split("&")[0]
+    # a second browser context (another person): it holds lab_1, this page lab_0
+    other_context = browser.new_context(viewport={"width": 1280, "height": 900})
+    other = other_context.new_page()
+    other.set_default_timeout(TIMEOUT_MS)
+    try:
+        page.goto(links["lab_0"])
+        other.goto(links["lab_1"])
+        for p, seat in ((page, "lab_0"), (other, "lab_1")):
+            p.wait_for_selector("body[data-ready=true]")
+            p.wait_for_function(f"document.querySelector('#match-you')?.textContent.includes('{seat}')")
+            assert p.locator("#match-observation .card").count() > 0
+        rounds = 0
+        while True:
+            state = httpx.get(f"{base_url}/api/matches/{match_id}").json()
+            if state["done"]:
+                break
+            for p, seat, move in ((page, "lab_0", "wait"), (other, "lab_1", "send_message")):
+                p.wait_for_selector("#match-submit:not([disabled])")
+                p.select_option("#match-action-type", move)
+                if move == "send_message":
+                    p.fill("#match-f-message", f"round {state['round']} from {seat}")
+                p.click("#match-submit")
+            rounds += 1
+            # both pages learn of the resolved round (the one that moved first, by polling)
+            for p in (page, other):
+                p.wait_for_function(f"Number(document.querySelector('#match-round')?.dataset.value) >= {rounds}"
+                                    " || document.querySelector('#match-done')?.textContent.includes('yes')")
+        for p in (page, other):
+            p.wait_for_selector("#match-replay")
+        replay_id = page.get_attribute("#match-replay", "data-replay-id")
+        record = httpx.get(f"{base_url}/api/episodes/{replay_id}").json()
+        assert record["match_id"] == match_id and len(record["transcript"]) == rounds
+        for r, entry in enumerate(record["transcript"]):
+            assert entry["actions"]["lab_0"] == {"action_type": "wait"}
+            assert entry["actions"]["lab_1"]["message"] == f"round {r} from lab_1"
+        # lab_0 reads lab_1's messages; the second browser, which got lab_1's link only, never saw lab_0's token
+        assert "from lab_1" in page.inner_text("#match-observation")
+        assert links["lab_0"].split("token=")[1] not in other.content()
+        shot(other, "match-seat")
+        assert page.problems == []
+    finally:
+        other_context.close()

@@ -5,6 +5,7 @@ import { initBeforeAfter } from "./beforeafter.js";
 import { $, api } from "./dom.js";
 import { renderGlance } from "./glance.js";
 import { initJudge } from "./judge.js";
+import { initMatches } from "./matches.js";
 import { initPlay } from "./play.js";
 import { initReference } from "./reference.js";
 import { initReplays } from "./replays.js";
@@ -27,6 +28,7 @@ async function main() {
   $("#glance-body").hidden = false;
   initArena(ov);
   initPlay(ov, actions);
+  initMatches(ov, actions);
   initTraining(ov);
   await Promise.all([initResults(), initReplays(ov), initJudge(ov, reward), initReference(reward, actions),
     initBeforeAfter(ov)]);
