@@ -233,3 +233,48 @@ def test_a_finished_match_frees_its_slot_and_stays_readable(tmp_path: Any) -> No
         assert httpx.post(act, json={"action_type": "finish"}, headers=bearer(created["tokens"]["lab_0"])).status_code == 202
         assert httpx.get(f"{url}/api/matches/{created['match_id']}").json()["done"]
         assert httpx.post(f"{url}/api/matches", json={"seats": {"lab_0": "remote"}}).status_code == 201
+
+
+def test_a_seat_over_a_websocket_gets_each_resolved_round_pushed(base_url: str) -> None:
+    from websockets.exceptions import ConnectionClosed
+    from websockets.sync.client import connect
+
+    created = httpx.post(f"{base_url}/api/matches", json={
+        "task": "single_trade", "seed": 2, "seats": {"lab_0": "remote", "lab_1": "remote"}}).json()
+    mid, tokens = created["match_id"], created["tokens"]
+    ws_url = base_url.replace("http://", "ws://") + f"/api/matches/{mid}/seats/lab_0/ws"
+
+    def frame(ws: Any) -> dict[str, Any]:
+        return json.loads(ws.recv(timeout=10))
+
+    with connect(ws_url) as ws:  # another seat's token: an error frame, then the socket closes (4403)
+        ws.send(json.dumps({"type": "auth", "token": tokens["lab_1"]}))
+        assert frame(ws)["data"]["code"] == "wrong_token"
+        with pytest.raises(ConnectionClosed) as closed:
+            ws.recv(timeout=10)
+        assert closed.value.rcvd is not None and closed.value.rcvd.code == 4403
+    with connect(ws_url) as ws:
+        ws.send(json.dumps({"type": "hello"}))
+        assert frame(ws)["data"]["code"] == "missing_token"
+    with connect(ws_url) as ws:
+        ws.send(json.dumps({"type": "auth", "token": tokens["lab_0"]}))
+        seat = frame(ws)
+        assert seat["type"] == "seat" and seat["data"]["round"] == 0 and seat["data"]["seat"] == "lab_0"
+        assert seat["data"]["observation"]["controlled_lab_id"] == "lab_0"
+        ws.send(json.dumps({"type": "act", "data": {"action_type": "wait"}}))
+        accepted = frame(ws)
+        assert accepted["type"] == "accepted" and not accepted["data"]["resolved"]
+        ws.send(json.dumps({"type": "act", "data": {"action_type": "wait"}}))
+        assert frame(ws)["data"]["code"] == "already_acted"
+        ws.send(json.dumps({"type": "act", "data": {"action_type": "teleport"}}))
+        assert frame(ws)["data"]["code"] == "invalid_request"
+        ws.send(json.dumps({"type": "dance"}))
+        assert frame(ws)["data"]["code"] == "unknown_frame"
+        # the other seat acts over REST: the round resolves and lab_0's socket is told without asking
+        r = httpx.post(f"{base_url}/api/matches/{mid}/seats/lab_1/act", json={"action_type": "wait"},
+                       headers=bearer(tokens["lab_1"]))
+        assert r.json()["resolved"]
+        pushed = frame(ws)
+        assert pushed["type"] == "seat" and pushed["data"]["round"] == 1 and not pushed["data"]["acted"]
+        ws.send(json.dumps({"type": "state"}))
+        assert frame(ws)["data"]["round"] == 1

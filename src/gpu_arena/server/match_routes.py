@@ -3,21 +3,30 @@
 Create a match naming what fills each seat (``remote``, or a policy the server runs); each remote
 seat gets a bearer token. A seat reads its own observation and sends one action per round; the
 round resolves when every remote seat has acted or ``round_timeout_s`` has passed.
+
+The same seat over one WebSocket (``/api/matches/{id}/seats/{seat}/ws``), for clients that prefer
+a stream: the first frame is ``{"type": "auth", "token": ...}``; the server answers with the seat
+(``{"type": "seat", "data": ...}``, the body of ``GET .../seats/{seat}``) and pushes it again each
+time a round resolves. ``{"type": "act", "data": <ArenaAction>}`` answers ``{"type": "accepted"}``,
+``{"type": "state"}`` the seat again; a refused frame answers ``{"type": "error", "data": {code,
+message}}`` (a failed auth also closes the socket, with 4401 or 4403).
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import secrets
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, Body, Header, Path
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from fastapi import APIRouter, Body, Header, Path, WebSocket, WebSocketDisconnect
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from ..core.types import SPLITS, TASKS
 from ..models import ArenaAction, ArenaObservation, read_action
 from ..policies import SEAT_DEFAULT, policy_families, policy_names
 from .environment import MAX_NAME
-from .errors import responses
+from .errors import ArenaRequestError, responses
 from .matches import REMOTE, Match, MatchManager, MissingToken
 
 MatchId = Annotated[str, Path(min_length=1, max_length=64, description="the id POST /api/matches returned")]
@@ -155,14 +164,17 @@ def build_match_router(matches: MatchManager) -> APIRouter:
                           acted=[s for s in m.remote if s in m.pending], waiting_for=waiting,
                           deadline_in_s=deadline_in(m), replay_id=m.replay_id)
 
-    @router.get("/{match_id}/seats/{seat}", response_model=SeatState, summary="A seat's own observation",
-                responses=responses(401, 403, 404, 410, 422))
-    async def seat_state(match_id: MatchId, seat: SeatId, authorization: Authorization = None) -> SeatState:
-        m = matches.get(match_id)
-        m.authorize(seat, _bearer(authorization))
+    def seat_state(m: Match, seat: str) -> SeatState:
         return SeatState(match_id=m.match_id, seat=seat, round=m.round_index, done=m.done, acted=seat in m.pending,
                          waiting_for=m.waiting_for(), deadline_in_s=deadline_in(m), notice=m.notice(seat),
                          observation=m.observation(seat), replay_id=m.replay_id)
+
+    @router.get("/{match_id}/seats/{seat}", response_model=SeatState, summary="A seat's own observation",
+                responses=responses(401, 403, 404, 410, 422))
+    async def get_seat(match_id: MatchId, seat: SeatId, authorization: Authorization = None) -> SeatState:
+        m = matches.get(match_id)
+        m.authorize(seat, _bearer(authorization))
+        return seat_state(m, seat)
 
     @router.post("/{match_id}/seats/{seat}/act", status_code=202, response_model=Accepted,
                  summary="Send the seat's action for this round", responses=responses(401, 403, 404, 409, 410, 413, 422))
@@ -174,5 +186,71 @@ def build_match_router(matches: MatchManager) -> APIRouter:
         resolved = matches.act(m, seat, read_action(action))
         return Accepted(match_id=m.match_id, seat=seat, round=taken_for, resolved=resolved,
                         waiting_for=m.waiting_for())
+
+    @router.websocket("/{match_id}/seats/{seat}/ws")
+    async def seat_socket(websocket: WebSocket, match_id: str, seat: str) -> None:
+        await websocket.accept()
+        lock = asyncio.Lock()
+
+        async def send(kind: str, data: Any) -> None:
+            async with lock:
+                await websocket.send_json({"type": kind, "data": data})
+
+        async def refuse(e: ArenaRequestError) -> None:
+            await send("error", {"code": e.code, "message": e.message})
+
+        try:
+            first = await websocket.receive_json()
+            token = first.get("token") if isinstance(first, dict) and first.get("type") == "auth" else None
+            try:
+                m = matches.get(match_id[:64])
+                m.authorize(seat[:32], token if isinstance(token, str) else None)
+            except ArenaRequestError as e:
+                await refuse(e)
+                await websocket.close(code=4000 + e.status)
+                return
+            await send("seat", seat_state(m, seat).model_dump(mode="json"))
+
+            async def push() -> None:  # the seat again after every resolved round, until the end
+                while not m.done:
+                    await m.changed.wait()
+                    await send("seat", seat_state(m, seat).model_dump(mode="json"))
+
+            pusher = asyncio.create_task(push())
+            try:
+                while True:
+                    frame = await websocket.receive_json()
+                    kind = frame.get("type") if isinstance(frame, dict) else None
+                    try:
+                        m = matches.get(match_id)
+                        if kind == "act":
+                            try:
+                                action = ArenaAction.model_validate(frame.get("data"))
+                            except ValidationError as e:
+                                first_error = e.errors()[0]
+                                where = ".".join(str(p) for p in first_error.get("loc", ())) or "data"
+                                raise ArenaRequestError(f"{where}: {first_error.get('msg', 'invalid')}",
+                                                        code="invalid_request", status=422) from e
+                            taken_for = m.round_index
+                            resolved = matches.act(m, seat, read_action(action))
+                            await send("accepted", Accepted(match_id=m.match_id, seat=seat, round=taken_for,
+                                                            resolved=resolved,
+                                                            waiting_for=m.waiting_for()).model_dump(mode="json"))
+                        elif kind == "state":
+                            await send("seat", seat_state(m, seat).model_dump(mode="json"))
+                        elif kind == "close":
+                            break
+                        else:
+                            raise ArenaRequestError("frames are auth, act, state or close", code="unknown_frame",
+                                                    status=422)
+                    except ArenaRequestError as e:
+                        await refuse(e)
+            finally:
+                pusher.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await pusher
+            await websocket.close()
+        except WebSocketDisconnect:
+            return
 
     return router

@@ -83,6 +83,7 @@ class Match:
     deadline: float
     last_activity: float
     pending: dict[str, Action | RejectedAction] = field(default_factory=dict)
+    changed: asyncio.Event = field(default_factory=asyncio.Event)  # set at each resolved round (pushes)
     missed: dict[str, int] = field(default_factory=dict)  # remote seat -> last round it missed
     replay_id: str | None = None
     recorded: bool = False  # stored (or tried once: a failing store is not retried every tick)
@@ -141,6 +142,9 @@ class Match:
         episode.step(actions)
         self.pending = {}
         self.deadline = now + self.round_timeout_s
+        # wake whoever waits for this round (WebSocket seats), then arm the event for the next one
+        self.changed.set()
+        self.changed = asyncio.Event()
 
     def observation(self, seat: str) -> ArenaObservation:
         view = self.episode.observe(seat)
