@@ -93,7 +93,8 @@ def evaluate(
                                                      "(default: the first of --policies)"),
     opponents: str = typer.Option("archetypes", help="the other seats: one policy for all (e.g. "
                                                      "llm:openai:<model>@<base_url>), a list in seat order (a,b,c) "
-                                                     "or seat=policy pairs; archetypes: the world's mix"),
+                                                     "or seat=policy pairs; archetypes: the world's mix; self: "
+                                                     "each evaluated policy in every seat (self-play)"),
     judge_mode: str = typer.Option("none", help="none | rule (judge mode: pitches judged against the truth)"),
     judge: str | None = typer.Option(None, help="a model judge added to the rule judge, "
                                                 "llm:openai:<model>@<base_url> (turns judge mode on)"),
@@ -108,7 +109,7 @@ def evaluate(
     from .evaluation import aggregate, paired_differences, run_evaluation
     from .evaluation.replay import write_jsonl
     from .evaluation.report import markdown_table, paired_table
-    from .evaluation.runner import usage_rows
+    from .evaluation.runner import SELF_PLAY, usage_rows
     from .evaluation.store import connect, load_optima, save_optima, save_run, save_usage
 
     pol, tsk = _split_list(policies), _split_list(tasks)
@@ -161,11 +162,31 @@ def evaluate(
     save_usage(con, run_id, usage)
     print(markdown_table(rows))
     if paired:
-        print(f"\nPaired by seed against {ref} (same worlds, opponents and shocks):\n")
+        same = "each policy against itself" if opp == SELF_PLAY else "same opponents"
+        print(f"\nPaired by seed against {ref} (same worlds and shocks, {same}):\n")
         print(paired_table(paired))
+    if opp == SELF_PLAY:  # every seat is the policy: its seats' returns side by side
+        _print_seats(results)
     if usage:
         _print_usage(usage, wide)
     console.print(f"{total} episodes in {duration:.1f} s; run {run_id} stored; results in {out}")
+
+
+def _print_seats(results: list[Any]) -> None:
+    """Self-play: each seat's mean return per policy and task (every seat is the policy itself)."""
+    from .evaluation.stats import bootstrap_ci
+
+    table = FitTable("Self-play: every seat's return (mean, 95% CI)", ("policy", "task", "seat", "mean", "95% CI", "n"),
+                     numeric=("mean", "95% CI", "n"), whole=("seat",))
+    groups: dict[tuple[str, str, str], list[float]] = {}
+    for r in results:
+        for seat, value in sorted((r.seat_returns or {}).items()):
+            groups.setdefault((r.policy, r.task, seat), []).append(value)
+    for (policy, task, seat), values in groups.items():
+        low, high = bootstrap_ci(values)
+        table.add_row(policy, task, seat, f"{sum(values) / len(values):+.4f}", f"[{low:+.4f}, {high:+.4f}]",
+                      str(len(values)))
+    table.print()
 
 
 def eval_command_line(args: dict[str, object]) -> str:

@@ -245,3 +245,27 @@ def test_the_pool_spawns_workers_once_torch_has_run_here():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
     assert out.stdout.strip().endswith("4")
+
+
+def test_self_play_puts_the_policy_in_every_seat_and_reports_each_seats_return(tmp_path) -> None:
+    from gpu_arena.env import GpuArenaEnv
+    from gpu_arena.rollout import play_seat
+
+    result = play_episode("rule_expert", "market_round", "train", 4, opponents="self")
+    assert set(result.seat_returns or {}) == {"lab_0", "lab_1", "lab_2"}
+    assert result.seat_returns["lab_0"] == result.episode_return
+    # the same as naming the policy for the other seats by hand: one instance of it per seat
+    env = GpuArenaEnv(task="market_round", split="train", opponents="rule_expert")
+    env.reset(seed=4)
+    assert {type(p).__name__ for p in env.policies.values()} == {"RuleExpertPolicy"}
+    from gpu_arena.policies import make_policy
+
+    play_seat(env, make_policy("rule_expert", seed=4))
+    assert env.episode is not None and dict(env.episode.returns) == result.seat_returns
+    res = CliRunner().invoke(app, ["eval", "--policies", "rule_expert,no_negotiation", "--tasks", "single_trade",
+                                   "--seeds", "3", "--opponents", "self", "--out", str(tmp_path / "r.json"),
+                                   "--db", str(tmp_path / "a.db")])
+    assert res.exit_code == 0, res.output
+    assert "Self-play: every seat's return" in res.output and "each policy against itself" in res.output
+    stored = json.loads((tmp_path / "r.json").read_text())
+    assert stored["args"]["opponents"] == "self"

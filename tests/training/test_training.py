@@ -73,10 +73,23 @@ def test_tiny_sft_then_grpo_end_to_end(tmp_path: Path, sft_data: Path) -> None:
     result = play_episode(f"llm:hf:{sft_dir}?mode=tools&max_tokens=48", "single_trade", "holdout", 0)
     assert result.steps >= 3 and math.isfinite(result.episode_return)
 
+    # GRPO against a frozen checkpoint in every other seat: the SFT model, loaded once more as an opponent
+    frozen = f"llm:hf:{sft_dir}?mode=tools&max_tokens=48"
     res = runner.invoke(app, ["train", "grpo", "--preset", "tiny", "--model", str(sft_dir), "--output", str(grpo_dir),
-                              "--steps", "1", "--generations", "2", "--max-turn-tokens", "48", "--db", db])
+                              "--steps", "1", "--generations", "2", "--max-turn-tokens", "48", "--db", db,
+                              "--opponents", frozen])
     assert res.exit_code == 0, res.output
     assert (grpo_dir / "model.safetensors").exists() and (grpo_dir / "metrics.jsonl").exists()
+    assert json.loads((grpo_dir / "arena_training.json").read_text())["run"]["opponents"] == frozen
+    # what that option builds: the checkpoint itself in the other seat, answering from its own view
+    from gpu_arena.core.policy import Metered
+    from gpu_arena.env import GpuArenaEnv
+
+    env = GpuArenaEnv(task="single_trade", opponents=frozen)
+    env.reset(seed=0)
+    env.step({"action_type": "wait"})
+    (opponent,) = env.policies.values()
+    assert isinstance(opponent, Metered) and (opponent.usage() or {}).get("calls", 0) >= 1
 
     con = connect(db)
     runs = list_training_runs(con)

@@ -54,16 +54,24 @@ class EpisodeResult:
     replay: dict[str, Any] | None = field(default=None)
     # seat (or "judge") -> {"role", "agent", and the ledger's counts}; only for policies with a ledger
     llm_usage: dict[str, dict[str, Any]] | None = field(default=None)
+    # every seat's return (lab_0 is ``episode_return``): in self-play, each seat is the policy itself
+    seat_returns: dict[str, float] | None = field(default=None)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+
+SELF_PLAY = "self"  # as ``opponents``: the evaluated policy fills every other seat too
 
 
 def play_episode(policy: str, task: str, split: str, seed: int, *, opponents: Any = None,
                  keep_replay: bool = False, optimum: float | None = None, judge_mode: str = "none",
                  judge: Any = None) -> EpisodeResult:
     """Play one episode with ``policy`` in seat lab_0 against ``opponents`` (default: the world's
-    archetypes; see ``GpuArenaEnv``), in judge mode if asked (``judge``: a model judge's name)."""
+    archetypes; see ``GpuArenaEnv``; :data:`SELF_PLAY`: ``policy`` in every seat, one instance per
+    seat), in judge mode if asked (``judge``: a model judge's name)."""
+    if opponents == SELF_PLAY:
+        opponents = policy
     env = GpuArenaEnv(task=task, split=split, opponents=opponents, judge_mode=judge_mode, judge=judge)
     env.reset(seed=seed)
     driver = make_policy(policy, seed=seed)
@@ -99,7 +107,7 @@ def episode_result(env: GpuArenaEnv, policy: str, task: str, split: str, seed: i
         welfare=metrics["welfare"], optimum=metrics["optimum"], welfare_ratio=metrics["welfare_ratio"],
         surplus_over_batna=me["surplus_over_batna"], deal_rate=me["deal_rate"], breach_rate=me["breach_rate"],
         invalid_rate=me["invalid_rate"], invalid_actions=episode.world.labs["lab_0"].invalid_actions,
-        replay=replay, llm_usage=llm_usage)
+        replay=replay, llm_usage=llm_usage, seat_returns=dict(episode.returns))
 
 
 def _spec_name(spec: Any, seat: str, policy: Any) -> str:
@@ -155,8 +163,8 @@ OpponentSpec = str | Sequence[str] | Mapping[str, str] | None
 
 
 def _opponent_names(spec: OpponentSpec) -> list[str]:
-    if spec is None:
-        return []
+    if spec is None or spec == SELF_PLAY:
+        return []  # self-play: the evaluated policies themselves
     if isinstance(spec, str):
         return [spec]
     if isinstance(spec, Mapping):
