@@ -40,6 +40,7 @@ bench: install
 	$(PY) bench/bench_eval.py
 	$(PY) bench/bench_server.py
 	$(PY) bench/bench_matches.py
+	$(PY) bench/bench_league.py
 	$(PY) bench/bench_llm.py
 	$(PY) bench/bench_train.py
 

@@ -64,3 +64,14 @@ def test_match_bench_plays_matches_against_a_real_server(capsys: pytest.CaptureF
     (row,) = out["runs"]
     assert row["matches"] == 2 and row["rounds"] > 0 and row["rounds_per_s"] > 0
     assert row["remote_actions_per_s"] >= row["rounds_per_s"] and row["act_p99_ms"] >= row["act_p50_ms"] > 0
+
+
+def test_league_bench_reports_its_target(capsys: pytest.CaptureFixture[str]) -> None:
+    import json
+
+    import bench_league
+
+    assert bench_league.main(["--matches", "12", "--workers", "1", "--task", "single_trade"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["matches"] == 12 and out["seconds"] > 0 and out["meets_target"] == (out["seconds"] <= out["target_s"])
+    assert len(out["table"]) == 5

@@ -519,6 +519,11 @@ app.add_typer(data_app, name="data")
 app.add_typer(train_app, name="train")
 app.add_typer(runs_app, name="runs")
 
+# the league (issue #19): `league run|show`; OpenSkill and the store load inside each command
+from .league.cli import league_app  # noqa: E402
+
+app.add_typer(league_app, name="league")
+
 
 if __name__ == "__main__":  # pragma: no cover
     app()

@@ -1,0 +1,68 @@
+"""A rated league: entrants (any policy name) meet in rotating seats of holdout worlds; OpenSkill
+ratings, a cross-play matrix and self-play against cross-play (``gpu-arena league run|show``)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from concurrent.futures import ProcessPoolExecutor
+from typing import Any
+
+from ..policies import make_policy
+from .play import SeatResult, play_match
+from .ratings import rate
+from .schedule import LeagueMatch, league_key, scheduled
+from .store import connect_league, ensure_league, leagues, load_matches, played_count, save_matches
+
+
+def run_league(entrants: list[str], tasks: list[str], matches: int, seed: int, *, db: str | None = None,
+               workers: int = 1, progress: Callable[[int], None] | None = None) -> dict[str, Any]:
+    """Play the next ``matches`` matches of the league ``(entrants, tasks, seed)`` (after those the
+    store already holds), store them, and return the league's table over all of its matches."""
+    for name in entrants:
+        if name != "archetypes":
+            make_policy(name)  # an unknown name fails here, before any match is played
+    league = league_key(entrants, tasks, seed)
+    con = connect_league(db)
+    try:
+        ensure_league(con, league, entrants, tasks, seed)
+        start = played_count(con, league)
+        todo = [scheduled(entrants, tasks, seed, k) for k in range(start, start + matches)]
+        records: list[dict[str, Any]] = []
+        if workers <= 1:
+            for m in todo:
+                records.append(play_match(m))
+                if progress:
+                    progress(1)
+        else:
+            with ProcessPoolExecutor(max_workers=workers) as pool:
+                for record in pool.map(play_match, todo, chunksize=max(1, len(todo) // (4 * workers))):
+                    records.append(record)
+                    if progress:
+                        progress(1)
+        save_matches(con, league, records)
+        stored = load_matches(con, league)
+        return {"league": league, "tasks": tasks, "seed": seed, "played": len(records), "total": len(stored),
+                **rate(stored, entrants)}
+    finally:
+        con.close()
+
+
+def league_table(db: str | None = None, league: str | None = None) -> dict[str, Any]:
+    """The table of ``league`` (default: the newest league in the store)."""
+    con = connect_league(db)
+    try:
+        known = leagues(con)
+        if not known:
+            raise LookupError("no league in the store: run `gpu-arena league run` first")
+        chosen = next((x for x in known if x["league"] == league), None) if league else known[0]
+        if chosen is None:
+            raise LookupError(f"no league {league!r}; leagues: {', '.join(x['league'] for x in known)}")
+        stored = load_matches(con, chosen["league"])
+        return {"league": chosen["league"], "tasks": chosen["tasks"], "seed": chosen["seed"], "total": len(stored),
+                **rate(stored, chosen["entrants"])}
+    finally:
+        con.close()
+
+
+__all__ = ["LeagueMatch", "SeatResult", "league_key", "league_table", "play_match", "rate", "run_league",
+           "scheduled"]

@@ -1,0 +1,50 @@
+"""Playing one league match: every seat driven by its policy on its own view, each seat's result."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from ..core.engine import Episode
+from ..core.policy import Policy, seat_view
+from ..core.serialize import coerce_action
+from ..core.types import Action, RejectedAction
+from ..policies import make_seat_policy
+from .schedule import LeagueMatch
+
+
+@dataclass(frozen=True, slots=True)
+class SeatResult:
+    """One seat of a played match: who held it (an entrant, or ``archetypes``) and how it did."""
+
+    lab: str
+    entrant: str
+    surplus: float  # Φ at the end − Φ at reset: the gain over its BATNA (the rating's ranking key)
+    episode_return: float
+    deals: int
+    invalid_actions: int
+
+
+def play_match(match: LeagueMatch) -> dict[str, Any]:
+    """Play ``match`` to the end and return its record: the match's fields and one :class:`SeatResult`
+    (as a dict) per lab, in lab order. A policy that raises on a view is that seat's invalid move."""
+    episode = Episode.new(match.task, match.split, match.seed, controlled=())
+    world = episode.world
+    names = dict(match.seats)
+    policies: dict[str, Policy] = {lab: make_seat_policy(world, lab, names.get(lab, "archetypes"))
+                                   for lab in world.labs}
+    while not episode.done:
+        actions: dict[str, Action | RejectedAction | None] = {}
+        for lab, policy in policies.items():
+            try:
+                chosen = policy.act(seat_view(policy, episode, lab))
+                actions[lab] = chosen if isinstance(chosen, RejectedAction) else coerce_action(chosen)
+            except Exception as e:  # a broken entrant loses its move, not the league
+                actions[lab] = RejectedAction("policy_error", f"{type(e).__name__}: {e}")
+        episode.step(actions)
+    seats = [asdict(SeatResult(lab, names.get(lab, "archetypes"),
+                               episode.potential(lab) - world.initial_potential[lab], episode.returns[lab],
+                               lab_state.deals, lab_state.invalid_actions))
+             for lab, lab_state in world.labs.items()]
+    return {"index": match.index, "task": match.task, "split": match.split, "seed": match.seed,
+            "self_play": match.self_play, "seats": seats, "rounds": world.round_index}

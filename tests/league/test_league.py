@@ -1,0 +1,114 @@
+"""The league: rating updates against hand-computed cases, a reproducible schedule, resumable runs,
+the expected ordering of scripted entrants, and the CLI's table and JSON."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from gpu_arena.cli import app
+from gpu_arena.core.worldgen import generate_world
+from gpu_arena.league import rate, run_league, scheduled
+from gpu_arena.league.ratings import _ranks
+from gpu_arena.league.schedule import SELF_PLAY_EVERY
+from gpu_arena.league.store import connect_league, load_matches
+
+FIVE = ["rule_expert", "random_valid", "no_negotiation", "always_accept", "greedy_hoarder"]
+
+
+def match(index: int, surpluses: dict[str, float], self_play: bool = False) -> dict[str, object]:
+    seats = [{"lab": f"lab_{i}", "entrant": e, "surplus": s, "episode_return": 0.0, "deals": 0, "invalid_actions": 0}
+             for i, (e, s) in enumerate(surpluses.items())]
+    return {"index": index, "self_play": self_play, "seats": seats}
+
+
+def test_one_win_moves_both_ratings_as_plackett_luce_says() -> None:
+    # two fresh players (mu 25, sigma 25/3, beta = sigma/2, the dynamics tau = mu/300 added to the
+    # variance first): c² = 2(σ² + τ²) + 2β²; the winner's mu rises by (σ² + τ²)/c · (1 − p) with
+    # p = 1/2 (equal ratings), the loser's falls by the same
+    sigma, beta, tau = 25 / 3, 25 / 6, 25 / 300
+    var = sigma**2 + tau**2
+    c = math.sqrt(2 * var + 2 * beta**2)
+    step = var / c * 0.5
+    table = {r["name"]: r for r in rate([match(0, {"a": 3.0, "b": -1.0})], ["a", "b"])["entrants"]}
+    assert table["a"]["mu"] == pytest.approx(25 + step, abs=1e-9)
+    assert table["b"]["mu"] == pytest.approx(25 - step, abs=1e-9)
+    assert table["a"]["sigma"] < sigma and table["b"]["sigma"] < sigma
+    assert table["a"]["conservative"] == pytest.approx(table["a"]["mu"] - 3 * table["a"]["sigma"])
+    # a tie shares the rank: both stay level
+    tied = {r["name"]: r for r in rate([match(0, {"a": 1.0, "b": 1.0})], ["a", "b"])["entrants"]}
+    assert tied["a"]["mu"] == pytest.approx(tied["b"]["mu"])
+    assert _ranks([5.0, 1.0, 5.0, -2.0]) == [1.0, 3.0, 1.0, 4.0]
+
+
+def test_self_play_matches_do_not_move_ratings_and_archetype_seats_are_not_rated() -> None:
+    records = [match(0, {"a": 2.0, "b": 1.0, "archetypes": 9.0}), match(1, {"a": 5.0, "a2": 5.0}, self_play=True)]
+    records[1]["seats"] = [dict(s, entrant="a") for s in records[1]["seats"]]  # type: ignore[index,union-attr]
+    out = rate(records, ["a", "b"])
+    table = {r["name"]: r for r in out["entrants"]}
+    assert set(table) == {"a", "b"} and table["a"]["matches"] == 1 and table["a"]["self_play"]["n"] == 2
+    assert table["a"]["self_play"]["mean"] == 5.0
+    only_cross = {r["name"]: r for r in rate(records[:1], ["a", "b"])["entrants"]}
+    assert table["a"]["mu"] == only_cross["a"]["mu"]
+    assert [(c["entrant"], c["opponent"], c["n"]) for c in out["cross_play"]] == [("a", "b", 1), ("b", "a", 1)]
+
+
+def test_the_schedule_is_reproducible_rotates_seats_and_plays_self_play_in_turn() -> None:
+    first = [scheduled(FIVE, ["market_round", "coalition_market"], 3, k) for k in range(40)]
+    assert first == [scheduled(list(reversed(FIVE)), ["market_round", "coalition_market"], 3, k) for k in range(40)]
+    for m in first:
+        labs = set(generate_world(m.task, m.split, m.seed).labs)
+        seats = dict(m.seats)
+        assert set(seats) <= labs and m.split == "holdout"
+        if m.self_play:
+            assert m.index % SELF_PLAY_EVERY == SELF_PLAY_EVERY - 1 and set(seats) == labs and len(m.entrants) == 1
+        else:  # distinct entrants, as many as the world has seats
+            assert len(m.entrants) == len(seats) == min(len(FIVE), len(labs))
+    assert {m.task for m in first} == {"market_round", "coalition_market"}
+    assert len({m.seed for m in first}) == len(first)
+    assert {m.entrants[0] for m in first if m.self_play} == set(FIVE)  # every entrant's self-play comes up
+    assert len({frozenset(m.entrants) for m in first if not m.self_play}) > 3  # pairings vary
+    with pytest.raises(ValueError):
+        scheduled(["a", "a"], ["market_round"], 0, 0)
+
+
+def test_a_league_resumes_without_repeating_a_match_and_ranks_rule_expert_above_random(tmp_path: Path) -> None:
+    db = str(tmp_path / "arena.db")
+    once = run_league(FIVE, ["market_round"], 200, 11, db=str(tmp_path / "once.db"))
+    run_league(FIVE, ["market_round"], 120, 11, db=db)
+    twice = run_league(FIVE, ["market_round"], 80, 11, db=db, workers=2)
+    assert twice["played"] == 80 and twice["total"] == 200
+    con = connect_league(db)
+    indices = [r["index"] for r in load_matches(con, twice["league"])]
+    con.close()
+    assert indices == list(range(200))
+    # the ratings are a function of the matches: two runs equal one run of the same matches
+    assert twice["entrants"] == once["entrants"]
+    order = [r["name"] for r in once["entrants"]]
+    assert order.index("rule_expert") < order.index("random_valid")
+    assert sum(r["matches"] for r in once["entrants"]) == sum(
+        len([s for s in m["seats"] if s["entrant"] != "archetypes"]) for m in load_matches(
+            connect_league(str(tmp_path / "once.db")), once["league"]) if not m["self_play"])
+
+
+def test_league_cli_prints_a_table_that_fits_80_columns_and_json(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("COLUMNS", "80")
+    db = str(tmp_path / "arena.db")
+    runner = CliRunner()
+    res = runner.invoke(app, ["league", "run", "--entrants", "rule_expert,random_valid,no_negotiation",
+                              "--tasks", "single_trade", "--matches", "15", "--db", db, "--json"])
+    assert res.exit_code == 0, res.output
+    out = json.loads(res.output)
+    assert {"name", "mu", "sigma", "matches"} <= set(out["entrants"][0]) and len(out["entrants"]) == 3
+    shown = runner.invoke(app, ["league", "show", "--db", db, "--cross-play"])
+    assert shown.exit_code == 0, shown.output
+    assert "rule_expert" in shown.output and "Cross-play" in shown.output
+    assert max(len(line) for line in shown.output.splitlines()) <= 80
+    bad = runner.invoke(app, ["league", "run", "--entrants", "rule_expert,nobody", "--matches", "1", "--db", db])
+    assert bad.exit_code == 2 and "nobody" in bad.output
+    empty = runner.invoke(app, ["league", "show", "--db", str(tmp_path / "none.db")])
+    assert empty.exit_code == 1 and "no league" in empty.output
