@@ -112,3 +112,31 @@ def test_league_cli_prints_a_table_that_fits_80_columns_and_json(tmp_path: Path,
     assert bad.exit_code == 2 and "nobody" in bad.output
     empty = runner.invoke(app, ["league", "show", "--db", str(tmp_path / "none.db")])
     assert empty.exit_code == 1 and "no league" in empty.output
+
+
+def test_grpo_draws_its_opponents_from_the_leagues_best(tmp_path: Path) -> None:
+    from gpu_arena.league import league_pool
+    from gpu_arena.training.arena_env import ArenaToolEnv
+    from gpu_arena.training.grpo import GRPORun, prompt_rows, with_opponent_pool
+    from gpu_arena.training.presets import PresetError
+
+    db = str(tmp_path / "arena.db")
+    with pytest.raises(PresetError, match="no league"):
+        with_opponent_pool(GRPORun(output_dir=str(tmp_path / "o"), opponents="league:top2", db=db))
+    table = run_league(["rule_expert", "random_valid", "no_negotiation"], ["single_trade"], 30, 1, db=db)
+    best = [r["name"] for r in table["entrants"][:2]]
+    assert league_pool("league:top2", db) == best and "random_valid" not in best
+    with pytest.raises(ValueError, match="topK"):
+        league_pool("league:best", db)
+    run = with_opponent_pool(GRPORun(output_dir=str(tmp_path / "o"), opponents="league:top2", db=db,
+                                     seeds=tuple(range(40))))
+    assert run.opponent_pool == tuple(best)
+    rows = prompt_rows(run.tasks, run.split, run.seeds, run.opponent_pool, run.seed)
+    assert {r["opponents"] for r in rows} == set(best)  # the worlds spread over the pool
+    assert rows == prompt_rows(run.tasks, run.split, run.seeds, run.opponent_pool, run.seed)
+    # a rollout of a row meets the row's opponents in every other seat
+    env = ArenaToolEnv()
+    env.reset(**{k: rows[0][k] for k in ("task", "split", "seed", "opponents")})
+    inner = env._backend.env  # type: ignore[union-attr]
+    assert {type(p).__name__ for p in inner.policies.values()} == {
+        {"rule_expert": "RuleExpertPolicy", "no_negotiation": "NoNegotiationPolicy"}[rows[0]["opponents"]]}

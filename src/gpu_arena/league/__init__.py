@@ -47,6 +47,19 @@ def run_league(entrants: list[str], tasks: list[str], matches: int, seed: int, *
         con.close()
 
 
+LEAGUE_PREFIX = "league:"  # opponents "league:top3": the newest league's three best-rated entrants
+
+
+def league_pool(spec: str, db: str | None = None) -> list[str]:
+    """The entrants ``spec`` (``league:topK``) names: the ``K`` best by conservative score in the
+    newest league of the store, best first."""
+    rest = spec.removeprefix(LEAGUE_PREFIX)
+    if not spec.startswith(LEAGUE_PREFIX) or not rest.startswith("top") or not rest[3:].isdigit() or int(rest[3:]) < 1:
+        raise ValueError(f"expected league:topK (K >= 1), got {spec!r}")
+    table = league_table(db)
+    return [row["name"] for row in table["entrants"][:int(rest[3:])]]
+
+
 def league_table(db: str | None = None, league: str | None = None) -> dict[str, Any]:
     """The table of ``league`` (default: the newest league in the store)."""
     con = connect_league(db)
@@ -64,5 +77,5 @@ def league_table(db: str | None = None, league: str | None = None) -> dict[str, 
         con.close()
 
 
-__all__ = ["LeagueMatch", "SeatResult", "league_key", "league_table", "play_match", "rate", "run_league",
+__all__ = ["LEAGUE_PREFIX", "LeagueMatch", "SeatResult", "league_key", "league_pool", "league_table", "play_match", "rate", "run_league",
            "scheduled"]

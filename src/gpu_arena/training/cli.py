@@ -136,7 +136,9 @@ def train_grpo(
     seed_start: int = typer.Option(1000, min=0, help="first world seed"),
     env_url: str | None = typer.Option(None, help="play against a GPU Arena server (http://host:port) "
                                                   "instead of in-process"),
-    opponents: str | None = typer.Option(None, help="one policy for every other seat (default: the world's archetypes)"),
+    opponents: str | None = typer.Option(None, help="one policy for every other seat (default: the world's "
+                                                    "archetypes), or league:topK: each world draws one of the "
+                                                    "newest league's K best-rated entrants"),
     max_steps: int | None = typer.Option(None, "--max-steps", "--steps", min=1,
                                          help="optimiser steps (default: the preset's)"),
     generations: int | None = typer.Option(None, min=2, help="rollouts per world (the GRPO group)"),

@@ -15,7 +15,8 @@ are only logged, one function per reward column and ``valid_action_rate``.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+import random
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from ..core.tasks import task_params
@@ -42,7 +43,8 @@ class GRPORun:
     split: str = "train"
     seeds: tuple[int, ...] = tuple(range(1000, 1200))
     env_url: str | None = None
-    opponents: str | None = None
+    opponents: str | None = None  # a policy for every other seat, or league:topK (a pool, one per world)
+    opponent_pool: tuple[str, ...] = ()  # league:topK resolved when the run starts (recorded with it)
     max_steps: int | None = None
     num_generations: int | None = None
     prompts_per_step: int | None = None
@@ -78,11 +80,31 @@ class GRPORun:
         self.accel.validate()
 
 
-def prompt_rows(tasks: tuple[str, ...], split: str, seeds: tuple[int, ...]) -> list[dict[str, Any]]:
+def prompt_rows(tasks: tuple[str, ...], split: str, seeds: tuple[int, ...], pool: tuple[str, ...] = (),
+                seed: int = 0) -> list[dict[str, Any]]:
     """The GRPO dataset: one row per world. The prompt is the system prompt and an empty user turn
-    that ``reset`` fills with the first observation."""
+    that ``reset`` fills with the first observation. With an opponent ``pool`` each world draws
+    one of its policies for every other seat (reproducibly from ``seed``): a group of rollouts of
+    one world meets the same opponents, and the worlds spread over the pool."""
     prompt = [{"role": "system", "content": system_prompt("tools")}, {"role": "user", "content": ""}]
-    return [{"prompt": prompt, "task": t, "split": split, "seed": int(s)} for t in tasks for s in seeds]
+    rows: list[dict[str, Any]] = [{"prompt": prompt, "task": t, "split": split, "seed": int(s)}
+                                  for t in tasks for s in seeds]
+    for row in rows if pool else ():
+        row["opponents"] = pool[random.Random(f"{seed}:{row['task']}:{row['seed']}").randrange(len(pool))]
+    return rows
+
+
+def with_opponent_pool(run: GRPORun) -> GRPORun:
+    """``run`` with ``league:topK`` opponents resolved to the league's entrants (else unchanged)."""
+    if run.opponents is None or not run.opponents.startswith("league:"):
+        return run
+    from ..league import league_pool
+
+    try:
+        pool = league_pool(run.opponents, run.db)
+    except (LookupError, ValueError) as e:
+        raise PresetError(str(e)) from None
+    return replace(run, opponent_pool=tuple(pool))
 
 
 def grpo_config_kwargs(run: GRPORun) -> dict[str, Any]:
@@ -117,14 +139,15 @@ def build_trainer(run: GRPORun, model: Any, tokenizer: Any, callbacks: list[Any]
 
     funcs: list[Any] = reward_functions()
     args = GRPOConfig(**grpo_config_kwargs(run))
-    dataset = Dataset.from_list(prompt_rows(run.tasks, run.split, run.seeds))
+    dataset = Dataset.from_list(prompt_rows(run.tasks, run.split, run.seeds, run.opponent_pool, run.seed))
     peft_config = None
     if run.lora:
         from peft import LoraConfig
 
         peft_config = LoraConfig(r=16, lora_alpha=32, lora_dropout=0.0, target_modules="all-linear",
                                  task_type="CAUSAL_LM")
-    env_url, opponents = run.env_url, run.opponents
+    env_url = run.env_url
+    opponents = None if run.opponent_pool else run.opponents  # a pool: each row names its opponents
     trainer = GRPOTrainer(model=model, reward_funcs=funcs, args=args, train_dataset=dataset,
                           processing_class=tokenizer, peft_config=peft_config, callbacks=callbacks,
                           environment_factory=lambda: ArenaToolEnv(env_url=env_url, opponents=opponents))
@@ -140,7 +163,7 @@ def build_trainer(run: GRPORun, model: Any, tokenizer: Any, callbacks: list[Any]
 def run_grpo(run: GRPORun, display: Any = None) -> dict[str, Any]:
     """Train with GRPO; write the checkpoint to ``run.output_dir``; log to the store and JSONL.
     ``display``: a :class:`~gpu_arena.training.progress.StageProgress` moved step by step."""
-    run = run.resolved()
+    run = with_opponent_pool(run.resolved())
     run.validate()
     preset = get_preset(run.preset)
     out = check_output_dir(run.output_dir, run.overwrite)
