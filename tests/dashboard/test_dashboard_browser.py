@@ -17,6 +17,7 @@ import httpx
 import pytest
 
 from dashboard_helpers import store_eval_run, store_training_run
+from gpu_arena.league import run_league
 from server_helpers import running_server, settings_for
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
@@ -30,6 +31,8 @@ def base_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     tmp = tmp_path_factory.mktemp("dash")
     store_eval_run(tmp / "arena.db", "holdout", keep_replays=True)
     store_training_run(tmp / "arena.db", "grpo", steps=4)
+    run_league(["rule_expert", "no_negotiation", "always_accept", "random_valid"], ["single_trade"], 30, 0,
+               db=str(tmp / "arena.db"))
     with running_server(settings_for(tmp)) as url:
         yield url
 
@@ -502,3 +505,21 @@ def test_two_browsers_hold_two_seats_of_one_match(page: Any, browser: Any, base_
         assert page.problems == []
     finally:
         other_context.close()
+
+
+def test_leaderboard_shows_the_league_and_a_pairings_matches(page: Any, base_url: str) -> None:
+    league = httpx.get(f"{base_url}/api/league").json()
+    assert league["total"] == 30
+    page.wait_for_selector("#leaderboard-table tbody tr")
+    rows = page.locator("#leaderboard-table tbody tr")
+    assert [r.get_attribute("data-entrant") for r in rows.all()] == [e["name"] for e in league["entrants"]]
+    first = league["entrants"][0]
+    assert f"{first['mu']:.2f}" in rows.first.inner_text()
+    cells = page.locator("#leaderboard-heatmap .cell.pickable")
+    assert cells.count() == len(league["cross_play"])
+    pair = league["cross_play"][0]
+    page.click(f"#leaderboard-heatmap .cell[data-row='{pair['entrant']}'][data-col='{pair['opponent']}']")
+    shown = page.inner_text("#leaderboard-matches")
+    assert [int(x) for x in shown.split(", ")] == pair["match_indices"]
+    shot(page, "leaderboard")
+    assert page.problems == []

@@ -103,6 +103,11 @@ def _run_brief(run: dict[str, Any]) -> dict[str, Any]:
     return {k: run.get(k) for k in _BRIEF_KEYS}
 
 
+# what the Leaderboard shows while the store holds no league
+LEAGUE_COMMAND = ("gpu-arena league run --entrants rule_expert,greedy_hoarder,no_negotiation,always_accept,random_valid "
+                  "--tasks market_round --matches 200 --workers 2")
+
+
 def build_dashboard_router(settings: ServerSettings, auto_eval: AutoEval | None = None) -> APIRouter:
     router = APIRouter(prefix="/api", tags=["Dashboard"])
 
@@ -115,6 +120,19 @@ def build_dashboard_router(settings: ServerSettings, auto_eval: AutoEval | None 
                 return latest_run(con) if split is None else latest_run_for_split(con, split)
         except sqlite3.OperationalError:  # a store from before the results tables: nothing to show
             return None
+
+    @router.get("/league", summary="The newest league: ratings, matches, mean surplus and the cross-play matrix")
+    async def league() -> dict[str, Any]:
+        from ..league import league_table
+
+        con = open_store_read_only(settings)
+        if con is None:
+            return {"league": None, "command": LEAGUE_COMMAND}
+        try:
+            with closing(con):
+                return league_table(con=con)
+        except (LookupError, sqlite3.OperationalError):  # no league yet (or a store from before leagues)
+            return {"league": None, "command": LEAGUE_COMMAND}
 
     @router.get("/overview", summary="Tasks, actions, reward columns, policies and the latest evaluation")
     async def overview() -> dict[str, Any]:

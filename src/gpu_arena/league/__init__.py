@@ -3,6 +3,7 @@ ratings, a cross-play matrix and self-play against cross-play (``gpu-arena leagu
 
 from __future__ import annotations
 
+import sqlite3
 from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
 from typing import Any
@@ -60,9 +61,12 @@ def league_pool(spec: str, db: str | None = None) -> list[str]:
     return [row["name"] for row in table["entrants"][:int(rest[3:])]]
 
 
-def league_table(db: str | None = None, league: str | None = None) -> dict[str, Any]:
-    """The table of ``league`` (default: the newest league in the store)."""
-    con = connect_league(db)
+def league_table(db: str | None = None, league: str | None = None, *, con: sqlite3.Connection | None = None
+                 ) -> dict[str, Any]:
+    """The table of ``league`` (default: the newest league in the store). ``con``: an open store
+    connection to read instead (the dashboard's is read-only)."""
+    own = con is None
+    con = connect_league(db) if con is None else con
     try:
         known = leagues(con)
         if not known:
@@ -74,7 +78,8 @@ def league_table(db: str | None = None, league: str | None = None) -> dict[str, 
         return {"league": chosen["league"], "tasks": chosen["tasks"], "seed": chosen["seed"], "total": len(stored),
                 **rate(stored, chosen["entrants"])}
     finally:
-        con.close()
+        if own:
+            con.close()
 
 
 __all__ = ["LEAGUE_PREFIX", "LeagueMatch", "SeatResult", "league_key", "league_pool", "league_table", "play_match", "rate", "run_league",

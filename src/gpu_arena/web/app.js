@@ -5,6 +5,7 @@ import { initBeforeAfter } from "./beforeafter.js";
 import { $, api } from "./dom.js";
 import { renderGlance } from "./glance.js";
 import { initJudge } from "./judge.js";
+import { initLeaderboard } from "./leaderboard.js";
 import { initMatches } from "./matches.js";
 import { initPlay } from "./play.js";
 import { initReference } from "./reference.js";
@@ -31,7 +32,7 @@ async function main() {
   initMatches(ov, actions);
   initTraining(ov);
   await Promise.all([initResults(), initReplays(ov), initJudge(ov, reward), initReference(reward, actions),
-    initBeforeAfter(ov)]);
+    initBeforeAfter(ov), initLeaderboard()]);
   initAutoEval(ov.auto_eval, async () => {
     renderGlance(await api("/api/overview"));
     await reloadResults();

@@ -163,3 +163,40 @@ export function seriesChart(series, title) {
   });
   return root;
 }
+
+// A matrix of cells (rows × cols), each coloured by its value on a diverging scale around zero
+// (green above, red below, grey where there is no value); ``cells[i][j]`` is {value, title} or null.
+// ``onPick(i, j)`` is called when a cell is clicked or chosen with Enter.
+export function heatMap(rows, cols, cells, title, onPick = null) {
+  const cw = 64, ch = 26, left = 130, top = 96;
+  const width = left + cols.length * cw + 110, height = top + rows.length * ch + 10;
+  const root = svg(width, height, title);
+  const values = cells.flat().filter((c) => c && Number.isFinite(c.value)).map((c) => Math.abs(c.value));
+  const span = Math.max(1e-9, ...values);
+  // column names slant up and to the right, from above their column, clear of the cells
+  cols.forEach((c, j) => root.append(s("text", { x: left + j * cw + cw / 2, y: top - 6, "text-anchor": "start",
+    transform: `rotate(-35 ${left + j * cw + cw / 2} ${top - 6})`, class: "hm-label" }, c)));
+  rows.forEach((r, i) => {
+    root.append(s("text", { x: left - 6, y: top + i * ch + ch / 2 + 4, "text-anchor": "end", class: "hm-label" }, r));
+    cols.forEach((_c, j) => {
+      const cell = cells[i][j];
+      const v = cell ? cell.value : null;
+      const share = v === null ? 0 : Math.min(1, Math.abs(v) / span);
+      const fill = v === null ? "#e5e7eb" : v >= 0 ? `rgba(22, 163, 74, ${0.15 + 0.85 * share})` : `rgba(220, 38, 38, ${0.15 + 0.85 * share})`;
+      const g = s("g", { class: cell ? "cell pickable" : "cell", "data-row": rows[i], "data-col": cols[j],
+        ...(cell ? { tabindex: 0, role: "button", "aria-label": cell.title } : {}) });
+      g.append(s("rect", { x: left + j * cw + 1, y: top + i * ch + 1, width: cw - 2, height: ch - 2, fill }));
+      if (cell) {
+        g.append(s("title", {}, cell.title));
+        g.append(s("text", { x: left + j * cw + cw / 2, y: top + i * ch + ch / 2 + 4, "text-anchor": "middle", class: "cell-label" },
+          v.toFixed(Math.abs(v) >= 10 ? 0 : 1)));
+        if (onPick) {
+          g.addEventListener("click", () => onPick(i, j));
+          g.addEventListener("keydown", (e) => { if (e.key === "Enter") onPick(i, j); });
+        }
+      }
+      root.append(g);
+    });
+  });
+  return root;
+}
