@@ -83,7 +83,11 @@ def fingerprint(seeds: int = 3) -> dict[str, Any]:
                 result = episode_result(env, policy, task, "holdout", seed, episode_return=played.episode_return,
                                         columns=played.columns, steps=played.steps, optimum=optimum,
                                         keep_replay=False)
-                rows.add(dataclasses.replace(result, replay=None, llm_usage=None))
+                # seat_returns came after the baseline (issue #18): a new field of the row, not a change
+                # of behaviour; every seat's return is in the transcripts' hash already
+                row = _plain(dataclasses.replace(result, replay=None, llm_usage=None))
+                row.pop("seat_returns")
+                rows.add(row)
                 transcripts.add({"transcript": episode.transcript, "returns": episode.returns})
                 episodes += 1
     return {"episodes": episodes, "seconds": round(time.perf_counter() - t0, 1), "rows": rows.hex(),

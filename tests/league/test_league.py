@@ -140,3 +140,24 @@ def test_grpo_draws_its_opponents_from_the_leagues_best(tmp_path: Path) -> None:
     inner = env._backend.env  # type: ignore[union-attr]
     assert {type(p).__name__ for p in inner.policies.values()} == {
         {"rule_expert": "RuleExpertPolicy", "no_negotiation": "NoNegotiationPolicy"}[rows[0]["opponents"]]}
+
+
+def test_bargaining_metrics_split_each_deals_joint_gain_and_count_losing_sides(tmp_path: Path) -> None:
+    rec = match(0, {"a": 1.0, "b": 0.0, "c": 0.0})
+    rec["deals"] = [{"round": 0, "labs": ["lab_0", "lab_1"], "gains": [3.0, 1.0]},
+                    {"round": 1, "labs": ["lab_1", "lab_2"], "gains": [4.0, -1.0]},
+                    {"round": 2, "labs": ["lab_0", "lab_2"], "gains": [-1.0, 0.5]}]  # lost joint gain
+    table = {r["name"]: r["bargaining"] for r in rate([rec], ["a", "b", "c"])["entrants"]}
+    assert table["a"]["deals"] == 2 and table["a"]["gain_share"]["mean"] == pytest.approx(0.75)
+    assert table["b"]["gain_share"]["mean"] == pytest.approx((0.25 + 4 / 3) / 2)
+    assert table["c"]["ir_violations"] == 1 and table["a"]["ir_violations"] == 1
+    assert table["c"]["gain_share"]["n"] == 1  # a deal that lost joint gain has no shares
+    # in played matches every settled deal is recorded once, with both sides' gains
+    out = run_league(FIVE, ["market_round"], 30, 2, db=str(tmp_path / "a.db"))
+    con = connect_league(str(tmp_path / "a.db"))
+    records = load_matches(con, out["league"])
+    con.close()
+    for r in records:
+        assert len(r["deals"]) * 2 == sum(s["deals"] for s in r["seats"])
+        assert all(len(d["gains"]) == 2 and all(math.isfinite(g) for g in d["gains"]) for d in r["deals"])
+    assert sum(len(r["deals"]) for r in records) > 0

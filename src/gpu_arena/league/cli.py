@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import typer
 
@@ -73,18 +74,24 @@ def _show(table: dict[str, object], as_json: bool, wide: bool, cross_play: bool 
         return
     rows: list[dict[str, object]] = table["entrants"]  # type: ignore[assignment]
     tasks = ", ".join(table["tasks"])  # type: ignore[arg-type]
-    out = FitTable(f"League: {tasks}, seed {table['seed']}, {table['total']} matches", ("#", "entrant", "mu", "sigma", "score", "matches", "surplus",
-                                                  "self-play"),
-                   wide_only=("self-play",), numeric=("#", "mu", "sigma", "score", "matches", "surplus", "self-play"),
-                   wide=wide)
+    out = FitTable(f"League: {tasks}, seed {table['seed']}, {table['total']} matches",
+                   ("#", "entrant", "mu", "sigma", "score", "matches", "surplus", "self-play", "deals", "gain share",
+                    "IR viol."),
+                   wide_only=("self-play", "deals", "gain share", "IR viol."),
+                   numeric=("#", "mu", "sigma", "score", "matches", "surplus", "self-play", "deals", "gain share",
+                            "IR viol."), wide=wide)
     for i, r in enumerate(rows, 1):
         selfp = r["self_play"]["mean"]  # type: ignore[index]
+        bargaining: dict[str, Any] = r["bargaining"]  # type: ignore[assignment]
+        share = bargaining["gain_share"]["mean"]
         out.add_row(str(i), str(r["name"]), f"{r['mu']:.2f}", f"{r['sigma']:.2f}", f"{r['conservative']:.2f}",
                     str(r["matches"]), "–" if r["mean_surplus"] is None else f"{r['mean_surplus']:+.2f}",
-                    "–" if selfp is None else f"{selfp:+.2f}")
+                    "–" if selfp is None else f"{selfp:+.2f}", str(bargaining["deals"]),
+                    "–" if share is None else f"{share:.2f}", str(bargaining["ir_violations"]))
     out.print()
     console.print("score = mu − 3·sigma (OpenSkill, Plackett–Luce; ranked by surplus over BATNA per match); "
-                  "surplus: mean in cross-play")
+                  "surplus: mean in cross-play" + ("; gain share: its mean share of each deal's joint gain; IR "
+                                                   "viol.: deals that lowered its own potential" if wide else ""))
     if cross_play:
         pairs = FitTable("Cross-play: the entrant's mean surplus when it met the opponent",
                          ("entrant", "opponent", "surplus", "95% CI", "n"), numeric=("surplus", "95% CI", "n"))

@@ -46,5 +46,8 @@ def play_match(match: LeagueMatch) -> dict[str, Any]:
                                episode.potential(lab) - world.initial_potential[lab], episode.returns[lab],
                                lab_state.deals, lab_state.invalid_actions))
              for lab, lab_state in world.labs.items()]
+    # every settled deal: its two labs and what it did to each one's potential when it settled
+    deals = [{"round": e.round_index, "labs": list(e.data["labs"]), "gains": list(e.data["gains"])}
+             for e in world.events if e.kind == "deal" and "gains" in e.data]
     return {"index": match.index, "task": match.task, "split": match.split, "seed": match.seed,
-            "self_play": match.self_play, "seats": seats, "rounds": world.round_index}
+            "self_play": match.self_play, "seats": seats, "rounds": world.round_index, "deals": deals}

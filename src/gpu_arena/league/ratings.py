@@ -34,14 +34,19 @@ def _mean_ci(values: list[float]) -> dict[str, Any]:
 
 def rate(records: Iterable[Mapping[str, Any]], entrants: Iterable[str]) -> dict[str, Any]:
     """The league table: per entrant ``mu``, ``sigma``, ``conservative``, ``matches`` (cross-play
-    matches played), ``mean_surplus`` (cross-play, with CI) and ``self_play`` (its mean surplus per
-    seat in self-play, with CI), best conservative score first; and the cross-play matrix."""
+    matches played), ``mean_surplus`` (cross-play, with CI), ``self_play`` (its mean surplus per
+    seat in self-play, with CI) and ``bargaining`` over its cross-play deals (``deals``, its mean
+    ``gain_share`` of each deal's joint gain, ``ir_violations``: deals that lowered its own
+    potential), best conservative score first; and the cross-play matrix."""
     model = PlackettLuce()
     names = sorted(set(entrants))
     players = {e: model.rating(name=e) for e in names}
     cross: dict[str, list[float]] = {e: [] for e in names}
     selfp: dict[str, list[float]] = {e: [] for e in names}
     pairs: dict[tuple[str, str], list[float]] = {}
+    shares: dict[str, list[float]] = {e: [] for e in names}  # its share of each deal's joint gain
+    violations = dict.fromkeys(names, 0)  # deals that left it below where it stood before them
+    deal_count = dict.fromkeys(names, 0)
     pair_matches: dict[tuple[str, str], list[int]] = {}
     for rec in sorted(records, key=lambda r: int(r["index"])):
         seats = [s for s in rec["seats"] if s["entrant"] != ARCHETYPES_SEAT and s["entrant"] in players]
@@ -49,6 +54,18 @@ def rate(records: Iterable[Mapping[str, Any]], entrants: Iterable[str]) -> dict[
             for s in seats:
                 selfp[s["entrant"]].append(float(s["surplus"]))
             continue
+        by_lab = {s["lab"]: s["entrant"] for s in seats}
+        for deal in rec.get("deals", ()):
+            joint = sum(deal["gains"])
+            for lab, gain in zip(deal["labs"], deal["gains"], strict=True):
+                entrant = by_lab.get(lab)
+                if entrant is None:
+                    continue
+                deal_count[entrant] += 1
+                if joint > 1e-9:
+                    shares[entrant].append(gain / joint)
+                if gain < -1e-9:
+                    violations[entrant] += 1
         for s in seats:
             cross[s["entrant"]].append(float(s["surplus"]))
             for other in seats:
@@ -67,7 +84,9 @@ def rate(records: Iterable[Mapping[str, Any]], entrants: Iterable[str]) -> dict[
         p = players[e]
         table.append({"name": e, "mu": p.mu, "sigma": p.sigma, "conservative": p.ordinal(),
                       "matches": len(cross[e]), "mean_surplus": _mean_ci(cross[e])["mean"],
-                      "surplus_ci": _mean_ci(cross[e])["ci"], "self_play": _mean_ci(selfp[e])})
+                      "surplus_ci": _mean_ci(cross[e])["ci"], "self_play": _mean_ci(selfp[e]),
+                      "bargaining": {"deals": deal_count[e], "gain_share": _mean_ci(shares[e]),
+                                     "ir_violations": violations[e]}})
     table.sort(key=lambda row: (-row["conservative"], row["name"]))
     matrix = [{"entrant": a, "opponent": b, **_mean_ci(values), "match_indices": pair_matches[(a, b)]}
               for (a, b), values in sorted(pairs.items())]

@@ -174,7 +174,9 @@ def accept_offer(world: World, lab_id: str, action: Action) -> Outcome:
             lab.reputation = min(1.0, lab.reputation + REP_FAIR_DEAL)
     world.events.append(Event(world.round_index, "deal", f"{offer.sender} and {lab_id} settled offer {offer.offer_id}",
                               {"offer_id": offer.offer_id, "labs": [offer.sender, lab_id],
-                               "blocks": sorted(moved)}))
+                               "blocks": sorted(moved),
+                               # what the deal did to each side's potential (the bargaining metrics)
+                               "gains": [after[0] - before[0], after[1] - before[1]]}))
     note = f"offer {offer.offer_id} settled" + (f"; allocated {', '.join(auto)}" if auto else "")
     affected = {offer.sender, lab_id} | coalition_peers(world, offer.sender) | coalition_peers(world, lab_id)
     return Outcome("deal", affected, note)
