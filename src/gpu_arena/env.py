@@ -29,6 +29,16 @@ RULE_JUDGE = "rule"
 DEFAULT_OPPONENT = SEAT_DEFAULT  # each opponent seat plays the archetype its world assigned
 
 
+def check_world_args(task: Any, split: Any, judge_mode: Any) -> None:
+    """``ValueError`` naming the first of ``task``, ``split``, ``judge_mode`` that is not a known one."""
+    if task not in TASKS:
+        raise ValueError(f"unknown task {task!r}; expected one of {', '.join(TASKS)}")
+    if split not in SPLITS:
+        raise ValueError(f"unknown split {split!r}; expected one of {', '.join(SPLITS)}")
+    if judge_mode not in JUDGE_MODES:
+        raise ValueError(f"unknown judge_mode {judge_mode!r}; expected one of {', '.join(JUDGE_MODES)}")
+
+
 def _error_observation(code: str, message: str, *, done: bool) -> ArenaObservation:
     return ArenaObservation(last_action_result=ResultView(ok=False, code=code, message=message),
                             reward=0.0, done=done)
@@ -98,12 +108,7 @@ class GpuArenaEnv(Environment[ArenaAction, ArenaObservation, ArenaState]):
             raise ValueError(f"unknown reset arguments: {', '.join(sorted(unknown))}; known: {', '.join(args)}")
         args.update({k: v for k, v in kwargs.items() if v is not None})
         task, split, seat, judge_mode = args["task"], args["split"], args["seat"], args["judge_mode"]
-        if task not in TASKS:
-            raise ValueError(f"unknown task {task!r}; expected one of {', '.join(TASKS)}")
-        if split not in SPLITS:
-            raise ValueError(f"unknown split {split!r}; expected one of {', '.join(SPLITS)}")
-        if judge_mode not in JUDGE_MODES:
-            raise ValueError(f"unknown judge_mode {judge_mode!r}; expected one of {', '.join(JUDGE_MODES)}")
+        check_world_args(task, split, judge_mode)
         judge = self._resolve_judge(args["judge"])
         if judge is not None and judge_mode == "none":
             raise ValueError("a judge scores pitches in judge mode only: pass judge_mode='rule' with judge=...")

@@ -36,10 +36,10 @@ import numpy as np
 from pettingzoo import ParallelEnv
 
 from .core.engine import Episode
-from .core.rules import JUDGE_MODES
 from .core.tasks import task_params
-from .core.types import ACTION_TYPES, REWARD_COLUMNS, SPLITS, TASKS, Action, RejectedAction
+from .core.types import ACTION_TYPES, REWARD_COLUMNS, Action, RejectedAction
 from .core.views import SeatView, render_text
+from .env import check_world_args
 from .models import ArenaAction, observation_from_view, read_action
 
 OBSERVATION_FORMATS = ("view", "json", "text")
@@ -155,12 +155,7 @@ class GpuArenaParallelEnv(ParallelEnv[str, Any, Any]):
     def _configure(self, options: Mapping[str, Any]) -> None:
         merged = {**self._options, **options}
         task, split, judge_mode = merged["task"], merged["split"], merged["judge_mode"]
-        if task not in TASKS:
-            raise ValueError(f"unknown task {task!r}; expected one of {', '.join(TASKS)}")
-        if split not in SPLITS:
-            raise ValueError(f"unknown split {split!r}; expected one of {', '.join(SPLITS)}")
-        if judge_mode not in JUDGE_MODES:
-            raise ValueError(f"unknown judge_mode {judge_mode!r}; expected one of {', '.join(JUDGE_MODES)}")
+        check_world_args(task, split, judge_mode)
         if merged.get("task") != self._options.get("task") or merged.get("split") != self._options.get("split"):
             most = task_params(task, split).n_labs[1]
             self.possible_agents = [f"lab_{i}" for i in range(most)]
