@@ -522,4 +522,14 @@ def test_leaderboard_shows_the_league_and_a_pairings_matches(page: Any, base_url
     shown = page.inner_text("#leaderboard-matches")
     assert [int(x) for x in shown.split(", ")] == pair["match_indices"]
     shot(page, "leaderboard")
+    # a pairing's match opens in Replays, seen from its best-placed entrant's seat
+    link = page.locator("#leaderboard-pair a.league-replay").first
+    ref = link.get_attribute("data-ref")
+    assert ref == pair["refs"][0]
+    link.click()
+    page.wait_for_function(f"document.querySelector('#replay-a-episode').value === '{ref}'")
+    record = httpx.get(f"{base_url}/api/episodes/{ref}").json()
+    assert record["source"] == "league" and record["seats"][record["seat"]] == record["policy"]
+    page.wait_for_selector("#replay-a-range")
+    assert int(page.get_attribute("#replay-a-range", "max")) == len(record["transcript"])
     assert page.problems == []

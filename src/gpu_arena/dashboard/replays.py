@@ -115,7 +115,7 @@ def build_replay_router(settings: ServerSettings, manager: SessionManager,
 
     @router.get("/episodes", summary="Stored episodes (served, and evaluation episodes with replays), newest first",
                 responses=responses(422))
-    async def episodes(source: Literal["all", "served", "eval"] = "all", task: TaskName | None = None,
+    async def episodes(source: Literal["all", "served", "eval", "league"] = "all", task: TaskName | None = None,
                        split: SplitName | None = None, seed: int | None = Query(None, ge=0, le=MAX_SEED),
                        judge_mode: JudgeMode | None = None,
                        policy: str | None = Query(None, max_length=4 * MAX_NAME),

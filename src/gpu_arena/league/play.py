@@ -50,4 +50,5 @@ def play_match(match: LeagueMatch) -> dict[str, Any]:
     deals = [{"round": e.round_index, "labs": list(e.data["labs"]), "gains": list(e.data["gains"])}
              for e in world.events if e.kind == "deal" and "gains" in e.data]
     return {"index": match.index, "task": match.task, "split": match.split, "seed": match.seed,
-            "self_play": match.self_play, "seats": seats, "rounds": world.round_index, "deals": deals}
+            "self_play": match.self_play, "seats": seats, "rounds": world.round_index, "deals": deals,
+            "transcript": episode.transcript}

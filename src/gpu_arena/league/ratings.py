@@ -48,6 +48,7 @@ def rate(records: Iterable[Mapping[str, Any]], entrants: Iterable[str]) -> dict[
     violations = dict.fromkeys(names, 0)  # deals that left it below where it stood before them
     deal_count = dict.fromkeys(names, 0)
     pair_matches: dict[tuple[str, str], list[int]] = {}
+    pair_refs: dict[tuple[str, str], list[str]] = {}
     for rec in sorted(records, key=lambda r: int(r["index"])):
         seats = [s for s in rec["seats"] if s["entrant"] != ARCHETYPES_SEAT and s["entrant"] in players]
         if rec["self_play"]:
@@ -73,6 +74,8 @@ def rate(records: Iterable[Mapping[str, Any]], entrants: Iterable[str]) -> dict[
                     key = (s["entrant"], other["entrant"])
                     pairs.setdefault(key, []).append(float(s["surplus"]))
                     pair_matches.setdefault(key, []).append(int(rec["index"]))
+                    if "ref" in rec:
+                        pair_refs.setdefault(key, []).append(str(rec["ref"]))
         if len(seats) < 2:
             continue
         teams = [[players[s["entrant"]]] for s in seats]
@@ -88,6 +91,6 @@ def rate(records: Iterable[Mapping[str, Any]], entrants: Iterable[str]) -> dict[
                       "bargaining": {"deals": deal_count[e], "gain_share": _mean_ci(shares[e]),
                                      "ir_violations": violations[e]}})
     table.sort(key=lambda row: (-row["conservative"], row["name"]))
-    matrix = [{"entrant": a, "opponent": b, **_mean_ci(values), "match_indices": pair_matches[(a, b)]}
-              for (a, b), values in sorted(pairs.items())]
+    matrix = [{"entrant": a, "opponent": b, **_mean_ci(values), "match_indices": pair_matches[(a, b)],
+               "refs": pair_refs.get((a, b), [])} for (a, b), values in sorted(pairs.items())]
     return {"entrants": table, "cross_play": matrix}

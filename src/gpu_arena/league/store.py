@@ -55,8 +55,14 @@ def save_matches(con: sqlite3.Connection, league: str, records: list[dict[str, A
 
 
 def load_matches(con: sqlite3.Connection, league: str) -> list[dict[str, Any]]:
-    return [json.loads(r[0]) for r in con.execute(
-        "SELECT record FROM league_matches WHERE league = ? ORDER BY idx", (league,))]
+    """The league's stored matches in schedule order, each with its replay reference ``ref``."""
+    return [{**json.loads(r[0]), "ref": league_ref(r[1])} for r in con.execute(
+        "SELECT record, rowid FROM league_matches WHERE league = ? ORDER BY idx", (league,))]
+
+
+def league_ref(rowid: int) -> str:
+    """How Replays and ``GET /api/episodes/{ref}`` name a stored league match."""
+    return f"league-{rowid}"
 
 
 def leagues(con: sqlite3.Connection) -> list[dict[str, Any]]:

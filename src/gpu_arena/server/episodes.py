@@ -5,7 +5,9 @@ Two kinds of episode live in the store, and one reference names either:
 * a **served** episode (one played against this server and finished): its replay id, 32 hex
   digits, as ``observation.metadata["replay_id"]`` reported it;
 * an **evaluation** episode with a kept replay (``gpu-arena eval --replays``, the first-run
-  evaluation): ``eval-<run id>-<n>``, where ``n`` is the episode's row in the store.
+  evaluation): ``eval-<run id>-<n>``, where ``n`` is the episode's row in the store;
+* a **league** match (``gpu-arena league run``): ``league-<n>``, its row in the store. Its record
+  is seen from the seat of its best-placed entrant; the other seats are named by what held them.
 
 Records come back as the store holds them plus the fields a replay needs that an evaluation
 record leaves implicit (``seat``, ``judge_mode``, ``opponents``, ``policy``, ``episode_return``),
@@ -27,7 +29,8 @@ from .settings import ServerSettings
 
 SERVED_REF = re.compile(r"^[0-9a-f]{32}$")
 EVAL_REF = re.compile(r"^eval-([0-9]{1,18})-([0-9]{1,18})$")
-EPISODE_REF_PATTERN = r"^([0-9a-f]{32}|eval-[0-9]{1,18}-[0-9]{1,18})$"
+LEAGUE_REF = re.compile(r"^league-([0-9]{1,18})$")
+EPISODE_REF_PATTERN = r"^([0-9a-f]{32}|eval-[0-9]{1,18}-[0-9]{1,18}|league-[0-9]{1,18})$"
 DEFAULT_OPPONENTS = "archetypes"
 
 
@@ -46,6 +49,11 @@ def load_episode(settings: ServerSettings, recorder: EpisodeRecorder | None, ref
             return None
         return {"seat": "lab_0", "judge_mode": "none", "opponents": DEFAULT_OPPONENTS, **record,
                 "ref": ref, "source": "served"}
+    league = LEAGUE_REF.match(ref)
+    if league is not None:
+        found = _read(settings, lambda con: con.execute(
+            "SELECT record, created_at FROM league_matches WHERE rowid = ?", (int(league.group(1)),)).fetchone())
+        return None if found is None else league_replay(json.loads(found[0]), ref, found[1])
     m = EVAL_REF.match(ref)
     if m is None:
         return None
@@ -62,6 +70,22 @@ def load_episode(settings: ServerSettings, recorder: EpisodeRecorder | None, ref
             "judge_mode": record.get("judge_mode") or args.get("judge_mode") or "none",
             # an evaluation meets the run's opponents (the world's archetypes unless --opponents said otherwise)
             "opponents": record.get("opponents") or args.get("opponents") or DEFAULT_OPPONENTS}
+
+
+def league_replay(record: dict[str, Any], ref: str, created_at: str) -> dict[str, Any] | None:
+    """A stored league match as a replay record, seen from its best-placed entrant's seat. Seats
+    held by a model (``llm:...``) replay as ``wait``: the transcript decides every move, and a
+    replay must not load a checkpoint or call an endpoint."""
+    if "transcript" not in record:
+        return None  # stored before league matches kept their transcripts
+    seats = sorted(record["seats"], key=lambda s: (s["entrant"] == "archetypes", -s["surplus"], s["lab"]))
+    me = seats[0]
+    opponents = {s["lab"]: ("wait" if ":" in s["entrant"] else s["entrant"]) for s in seats[1:]}
+    return {"task": record["task"], "split": record["split"], "seed": record["seed"], "seat": me["lab"],
+            "judge_mode": "none", "opponents": opponents, "policy": me["entrant"],
+            "episode_return": me["episode_return"], "transcript": record["transcript"], "created_at": created_at,
+            "ref": ref, "source": "league", "league_index": record["index"],
+            "seats": {s["lab"]: s["entrant"] for s in record["seats"]}}
 
 
 def _read(settings: ServerSettings, fn: Any) -> Any:
@@ -89,6 +113,8 @@ def list_episodes(settings: ServerSettings, *, source: str = "all", task: str | 
             out += _served(con, task, split, seed, judge_mode, policy, limit)
         if source in ("all", "eval"):
             out += _evaluated(con, task, split, seed, judge_mode, policy, limit)
+        if source in ("all", "league") and judge_mode in (None, "none"):
+            out += _league(con, task, split, seed, policy, limit)
         out.sort(key=lambda e: e["created_at"], reverse=True)  # stable: an eval run keeps its row order
         return out[:limit]
 
@@ -131,6 +157,27 @@ def _evaluated(con: sqlite3.Connection, task: str | None, split: str | None, see
     return [{"ref": eval_ref(r[1], r[0]), "source": "eval", "run_id": r[1], "policy": r[2], "task": r[3],
              "split": r[4], "seed": r[5], "episode_return": r[6], "created_at": r[7], "steps": r[8],
              "judge_mode": r[9], "seat": r[10], "forked_from": None} for r in rows]
+
+
+def _league(con: sqlite3.Connection, task: str | None, split: str | None, seed: int | None, policy: str | None,
+            limit: int) -> list[dict[str, Any]]:
+    try:
+        rows = con.execute("SELECT rowid, record, created_at FROM league_matches ORDER BY rowid DESC").fetchall()
+    except sqlite3.OperationalError:  # a store from before leagues
+        return []
+    out: list[dict[str, Any]] = []
+    for rowid, text, created_at in rows:
+        record = json.loads(text)
+        replay = league_replay(record, f"league-{rowid}", created_at)
+        if replay is None or (task and replay["task"] != task) or (split and replay["split"] != split) \
+                or (seed is not None and replay["seed"] != seed) or (policy and policy not in replay["seats"].values()):
+            continue
+        out.append({k: replay[k] for k in ("ref", "source", "task", "split", "seed", "seat", "judge_mode",
+                                           "episode_return", "policy", "created_at", "league_index")}
+                   | {"steps": len(replay["transcript"]), "run_id": None, "forked_from": None})
+        if len(out) >= limit:
+            break
+    return out
 
 
 __all__ = ["EPISODE_REF_PATTERN", "eval_ref", "list_episodes", "load_episode"]

@@ -3,6 +3,9 @@
 // heat-map (the row entrant's mean surplus when it met the column's); a cell lists its matches.
 import { heatMap } from "./charts.js";
 import { $, api, clear, fmt, h, signed } from "./dom.js";
+import { showInReplays } from "./replays.js";
+
+const LINKS = 12; // a pairing lists its first matches as links into Replays
 
 export async function initLeaderboard() {
   const status = $("#leaderboard-status");
@@ -43,8 +46,15 @@ export async function initLeaderboard() {
     const box = clear($("#leaderboard-pair"));
     box.append(h("p", { text: `${c.entrant} against ${c.opponent}: mean surplus ${signed(c.mean, 2)}, 95% CI ` +
       `[${signed(c.ci[0], 2)}, ${signed(c.ci[1], 2)}], ${c.n} matches (league match numbers):` }),
-    h("p", { class: "mono", id: "leaderboard-matches", text: c.match_indices.join(", ") }));
+    h("p", { class: "mono", id: "leaderboard-matches", text: c.match_indices.join(", ") }),
+    h("p", {}, "Open in Replays: ", ...c.refs.slice(0, LINKS).flatMap((ref, k) => [k ? ", " : "", replayLink(ref, c.match_indices[k])])));
   };
   clear($("#leaderboard-heatmap")).append(heatMap(names, names, cells,
     "Cross-play: the row entrant's mean surplus when it met the column's", pick));
+}
+
+function replayLink(ref, index) {
+  const a = h("a", { href: "#replays", class: "league-replay", "data-ref": ref, text: `match ${index}` });
+  a.addEventListener("click", (e) => { e.preventDefault(); showInReplays(ref); });
+  return a;
 }

@@ -92,14 +92,20 @@ async function refresh() {
   try {
     state = await seatApi("");
   } finally {
-    // keep polling while the match runs (a failed poll is shown and retried)
-    if (current === held && !(held.state && held.state.done)) held.timer = setTimeout(() => run(refresh), POLL_MS);
+    // one polling chain per seat while the match runs (a failed poll is shown and retried)
+    if (current === held && !(held.state && held.state.done)) {
+      clearTimeout(held.timer);
+      held.timer = setTimeout(() => run(refresh), POLL_MS);
+    }
   }
-  const changed = !held.state || held.state.round !== state.round || held.state.done !== state.done
-    || held.state.acted !== state.acted;
+  if (current !== held) return; // another seat was opened meanwhile
+  const before = held.state;
+  // answers can cross on the wire: never step back to an older round, or to "not acted" in the same one
+  if (before && (state.round < before.round || (state.round === before.round && before.acted && !state.acted && !state.done))) return;
+  const changed = !before || before.round !== state.round || before.done !== state.done || before.acted !== state.acted;
   held.state = state;
   if (changed) render();
-  if (state.done && held.timer) clearTimeout(held.timer);
+  if (state.done) clearTimeout(held.timer);
 }
 
 async function send() {

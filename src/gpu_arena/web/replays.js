@@ -11,7 +11,8 @@ const panes = { a: { data: null, k: 0 }, b: { data: null, k: 0 } };
 
 export async function initReplays(ov) {
   overview = ov;
-  fill($("#replays-source"), ["all", "eval", "served"], "all", ["all stored episodes", "evaluation episodes", "served episodes"]);
+  fill($("#replays-source"), ["all", "eval", "served", "league"], "all",
+    ["all stored episodes", "evaluation episodes", "served episodes", "league matches"]);
   fill($("#replays-task"), ["", ...ov.tasks.map((t) => t.task)], "", ["any task", ...ov.tasks.map((t) => t.task)]);
   $("#replays-source").addEventListener("change", () => loadList());
   $("#replays-task").addEventListener("change", () => loadList());
@@ -31,7 +32,9 @@ export async function initReplays(ov) {
 const guarded = sectionRunner("#replays-status", () => {}, { exclusive: false });
 
 function label(e) {
-  const who = e.source === "eval" ? `run #${e.run_id} ${e.policy}` : `served ${e.created_at}${e.forked_from ? " (fork)" : ""}`;
+  const who = e.source === "eval" ? `run #${e.run_id} ${e.policy}`
+    : e.source === "league" ? `league match ${e.league_index}: ${e.policy}`
+      : `served ${e.created_at}${e.forked_from ? " (fork)" : ""}`;
   return `${who} · ${e.task}/${e.split} seed ${e.seed} · ${e.seat}${e.judge_mode !== "none" ? " · judged" : ""} · return ${signed(e.episode_return)}`;
 }
 
