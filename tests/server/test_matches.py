@@ -182,6 +182,7 @@ def test_a_round_resolves_at_its_deadline_and_the_late_seat_is_told(base_url: st
     assert state["round"] >= 1
     late = httpx.get(f"{base_url}/api/matches/{mid}/seats/lab_1", headers=bearer(tokens["lab_1"])).json()
     assert late["round"] >= 1 and "without your action" in late["notice"]  # it never acted: it missed the last round
+    assert late["observation"]["metadata"]["notice"] == late["notice"]  # the observation says so too
     on_time = httpx.get(f"{base_url}/api/matches/{mid}/seats/lab_0", headers=bearer(tokens["lab_0"])).json()
     assert on_time["observation"]["message_history"][0]["text"] == "anyone?"
 

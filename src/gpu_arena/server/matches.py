@@ -147,10 +147,13 @@ class Match:
         self.changed = asyncio.Event()
 
     def observation(self, seat: str) -> ArenaObservation:
+        """The seat's wire observation; its metadata names the match and, when the last round went
+        on without this seat, says so (``notice``)."""
+        notice = self.notice(seat)
         view = self.episode.observe(seat)
-        obs = observation_from_view(view, metadata={"match_id": self.match_id, "seat": seat,
-                                                    **({"replay_id": self.replay_id} if self.replay_id else {})})
-        return obs
+        return observation_from_view(view, metadata={"match_id": self.match_id, "seat": seat,
+                                                     **({"notice": notice} if notice else {}),
+                                                     **({"replay_id": self.replay_id} if self.replay_id else {})})
 
     def notice(self, seat: str) -> str | None:
         missed = self.missed.get(seat)
