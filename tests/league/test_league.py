@@ -159,5 +159,17 @@ def test_bargaining_metrics_split_each_deals_joint_gain_and_count_losing_sides(t
     con.close()
     for r in records:
         assert len(r["deals"]) * 2 == sum(s["deals"] for s in r["seats"])
+        assert all(d["left_on_table"] is not None and d["left_on_table"] >= 0 for d in r["deals"])
         assert all(len(d["gains"]) == 2 and all(math.isfinite(g) for g in d["gains"]) for d in r["deals"])
     assert sum(len(r["deals"]) for r in records) > 0
+
+
+def test_a_deal_that_pooled_the_right_blocks_left_nothing_on_the_table() -> None:
+    from gpu_arena.league.play import left_on_table
+
+    # one 8-hour job worth 40 and one block that fits it: the plans already use it (net 40 − 2)
+    job, block = [8, 0, 9, 0.0, 40.0, 0.5], [8, 3, 0.9, 2.0]
+    assert left_on_table({"blocks": [block], "jobs": [job], "budget": 10.0, "net": 38.0}) == 0.0
+    # the same holdings, but the plans leave the block idle: 38 left on the table
+    assert left_on_table({"blocks": [block], "jobs": [job], "budget": 10.0, "net": 0.0}) == pytest.approx(38.0)
+    assert left_on_table({"blocks": [block], "jobs": [], "budget": 10.0, "net": 0.0}) == 0.0

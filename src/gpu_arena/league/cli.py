@@ -76,10 +76,10 @@ def _show(table: dict[str, object], as_json: bool, wide: bool, cross_play: bool 
     tasks = ", ".join(table["tasks"])  # type: ignore[arg-type]
     out = FitTable(f"League: {tasks}, seed {table['seed']}, {table['total']} matches",
                    ("#", "entrant", "mu", "sigma", "score", "matches", "surplus", "self-play", "deals", "gain share",
-                    "IR viol."),
-                   wide_only=("self-play", "deals", "gain share", "IR viol."),
+                    "IR viol.", "not Pareto"),
+                   wide_only=("self-play", "deals", "gain share", "IR viol.", "not Pareto"),
                    numeric=("#", "mu", "sigma", "score", "matches", "surplus", "self-play", "deals", "gain share",
-                            "IR viol."), wide=wide)
+                            "IR viol.", "not Pareto"), wide=wide)
     for i, r in enumerate(rows, 1):
         selfp = r["self_play"]["mean"]  # type: ignore[index]
         bargaining: dict[str, Any] = r["bargaining"]  # type: ignore[assignment]
@@ -87,11 +87,13 @@ def _show(table: dict[str, object], as_json: bool, wide: bool, cross_play: bool 
         out.add_row(str(i), str(r["name"]), f"{r['mu']:.2f}", f"{r['sigma']:.2f}", f"{r['conservative']:.2f}",
                     str(r["matches"]), "–" if r["mean_surplus"] is None else f"{r['mean_surplus']:+.2f}",
                     "–" if selfp is None else f"{selfp:+.2f}", str(bargaining["deals"]),
-                    "–" if share is None else f"{share:.2f}", str(bargaining["ir_violations"]))
+                    "–" if share is None else f"{share:.2f}", str(bargaining["ir_violations"]),
+                    str(bargaining["not_pareto"]))
     out.print()
     console.print("score = mu − 3·sigma (OpenSkill, Plackett–Luce; ranked by surplus over BATNA per match); "
                   "surplus: mean in cross-play" + ("; gain share: its mean share of each deal's joint gain; IR "
-                                                   "viol.: deals that lowered its own potential" if wide else ""))
+                                                   "viol.: deals that lowered its own potential; not Pareto: deals after which pooling "
+                                                   "the two labs' blocks would still have gained" if wide else ""))
     if cross_play:
         pairs = FitTable("Cross-play: the entrant's mean surplus when it met the opponent",
                          ("entrant", "opponent", "surplus", "95% CI", "n"), numeric=("surplus", "95% CI", "n"))

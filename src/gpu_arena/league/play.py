@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from ..core.allocation import solve
 from ..core.engine import Episode
 from ..core.policy import Policy, seat_view
 from ..core.serialize import coerce_action
@@ -23,6 +24,18 @@ class SeatResult:
     episode_return: float
     deals: int
     invalid_actions: int
+
+
+def left_on_table(joint: dict[str, Any]) -> float:
+    """How much more net value the two labs' pooled blocks would reach on their pooled jobs (with
+    their budgets pooled) than their two plans do: 0 for a deal that left both labs on the Pareto
+    frontier of reallocating what they hold."""
+    blocks = tuple(tuple(k) for k in joint["blocks"])
+    jobs = tuple(tuple(k) for k in joint["jobs"])
+    if not jobs:
+        return 0.0
+    value, energy, _choices = solve(blocks, jobs, max(0.0, float(joint["budget"])))
+    return max(0.0, value - energy - float(joint["net"]))
 
 
 def play_match(match: LeagueMatch) -> dict[str, Any]:
@@ -46,8 +59,11 @@ def play_match(match: LeagueMatch) -> dict[str, Any]:
                                episode.potential(lab) - world.initial_potential[lab], episode.returns[lab],
                                lab_state.deals, lab_state.invalid_actions))
              for lab, lab_state in world.labs.items()]
-    # every settled deal: its two labs and what it did to each one's potential when it settled
-    deals = [{"round": e.round_index, "labs": list(e.data["labs"]), "gains": list(e.data["gains"])}
+    # every settled deal: its two labs, what it did to each one's potential when it settled, and
+    # the joint gain it left on the table (the best allocation of both labs' blocks to both labs'
+    # jobs, against their two plans right after it)
+    deals = [{"round": e.round_index, "labs": list(e.data["labs"]), "gains": list(e.data["gains"]),
+              "left_on_table": left_on_table(e.data["joint"]) if "joint" in e.data else None}
              for e in world.events if e.kind == "deal" and "gains" in e.data]
     return {"index": match.index, "task": match.task, "split": match.split, "seed": match.seed,
             "self_play": match.self_play, "seats": seats, "rounds": world.round_index, "deals": deals,

@@ -37,7 +37,8 @@ def rate(records: Iterable[Mapping[str, Any]], entrants: Iterable[str]) -> dict[
     matches played), ``mean_surplus`` (cross-play, with CI), ``self_play`` (its mean surplus per
     seat in self-play, with CI) and ``bargaining`` over its cross-play deals (``deals``, its mean
     ``gain_share`` of each deal's joint gain, ``ir_violations``: deals that lowered its own
-    potential), best conservative score first; and the cross-play matrix."""
+    potential, ``not_pareto``: deals after which reallocating the two labs' blocks would still
+    have raised their joint value), best conservative score first; and the cross-play matrix."""
     model = PlackettLuce()
     names = sorted(set(entrants))
     players = {e: model.rating(name=e) for e in names}
@@ -47,6 +48,7 @@ def rate(records: Iterable[Mapping[str, Any]], entrants: Iterable[str]) -> dict[
     shares: dict[str, list[float]] = {e: [] for e in names}  # its share of each deal's joint gain
     violations = dict.fromkeys(names, 0)  # deals that left it below where it stood before them
     deal_count = dict.fromkeys(names, 0)
+    inefficient = dict.fromkeys(names, 0)  # its deals that left joint gain on the table
     pair_matches: dict[tuple[str, str], list[int]] = {}
     pair_refs: dict[tuple[str, str], list[str]] = {}
     for rec in sorted(records, key=lambda r: int(r["index"])):
@@ -63,6 +65,8 @@ def rate(records: Iterable[Mapping[str, Any]], entrants: Iterable[str]) -> dict[
                 if entrant is None:
                     continue
                 deal_count[entrant] += 1
+                if (deal.get("left_on_table") or 0.0) > 1e-6:
+                    inefficient[entrant] += 1
                 if joint > 1e-9:
                     shares[entrant].append(gain / joint)
                 if gain < -1e-9:
@@ -89,7 +93,7 @@ def rate(records: Iterable[Mapping[str, Any]], entrants: Iterable[str]) -> dict[
                       "matches": len(cross[e]), "mean_surplus": _mean_ci(cross[e])["mean"],
                       "surplus_ci": _mean_ci(cross[e])["ci"], "self_play": _mean_ci(selfp[e]),
                       "bargaining": {"deals": deal_count[e], "gain_share": _mean_ci(shares[e]),
-                                     "ir_violations": violations[e]}})
+                                     "ir_violations": violations[e], "not_pareto": inefficient[e]}})
     table.sort(key=lambda row: (-row["conservative"], row["name"]))
     matrix = [{"entrant": a, "opponent": b, **_mean_ci(values), "match_indices": pair_matches[(a, b)],
                "refs": pair_refs.get((a, b), [])} for (a, b), values in sorted(pairs.items())]

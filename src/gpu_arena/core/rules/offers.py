@@ -13,7 +13,7 @@ from ..types import (
     OfferStatus,
     World,
 )
-from ..valuation import potential
+from ..valuation import LabValuer, potential
 from .checks import (
     block_named,
     check_tradeable,
@@ -176,7 +176,19 @@ def accept_offer(world: World, lab_id: str, action: Action) -> Outcome:
                               {"offer_id": offer.offer_id, "labs": [offer.sender, lab_id],
                                "blocks": sorted(moved),
                                # what the deal did to each side's potential (the bargaining metrics)
-                               "gains": [after[0] - before[0], after[1] - before[1]]}))
+                               "gains": [after[0] - before[0], after[1] - before[1]],
+                               "joint": joint_holdings(world, offer.sender, lab_id)}))
     note = f"offer {offer.offer_id} settled" + (f"; allocated {', '.join(auto)}" if auto else "")
     affected = {offer.sender, lab_id} | coalition_peers(world, offer.sender) | coalition_peers(world, lab_id)
     return Outcome("deal", affected, note)
+
+
+def joint_holdings(world: World, a: str, b: str) -> dict[str, Any]:
+    """Both labs' plannable blocks and open jobs as valuation keys, their budgets together, and the
+    net value of their two best plans: whether the deal left joint gain on the table is then one
+    allocation of the pooled blocks to the pooled jobs (``gpu_arena.league``), computed off the
+    step. Read by no view."""
+    va, vb = LabValuer(world, a), LabValuer(world, b)
+    return {"blocks": [list(k) for k in va.block_keys + vb.block_keys],
+            "jobs": [list(k) for k in va.job_keys + vb.job_keys],
+            "budget": va.budget + vb.budget, "net": va.plan().net + vb.plan().net}
