@@ -173,3 +173,12 @@ def test_a_deal_that_pooled_the_right_blocks_left_nothing_on_the_table() -> None
     # the same holdings, but the plans leave the block idle: 38 left on the table
     assert left_on_table({"blocks": [block], "jobs": [job], "budget": 10.0, "net": 0.0}) == pytest.approx(38.0)
     assert left_on_table({"blocks": [block], "jobs": [], "budget": 10.0, "net": 0.0}) == 0.0
+
+
+def test_a_league_on_ray_plays_the_same_matches_as_the_process_pool(tmp_path: Path) -> None:
+    pytest.importorskip("ray")
+    local = run_league(FIVE[:3], ["single_trade"], 6, 4, db=str(tmp_path / "p.db"))
+    on_ray = run_league(FIVE[:3], ["single_trade"], 6, 4, db=str(tmp_path / "r.db"), workers=1, backend="ray")
+    assert on_ray["entrants"] == local["entrants"] and on_ray["cross_play"] == local["cross_play"]
+    with pytest.raises(ValueError, match="backend"):
+        run_league(FIVE[:3], ["single_trade"], 1, 4, db=str(tmp_path / "x.db"), backend="slurm")

@@ -270,7 +270,7 @@ def run_evaluation(policies: Sequence[str], tasks: Sequence[str], split: str, se
             progress(len(policies))
 
     if backend == "ray":
-        _run_on_ray(jobs, workers, ray_address, collect, names={*policies, *_opponent_names(opponents)})
+        run_on_ray(_job, jobs, workers, ray_address, collect, names={*policies, *_opponent_names(opponents)})
     elif workers <= 1:
         for job in jobs:
             collect(job, _job(job))
@@ -286,17 +286,16 @@ def run_evaluation(policies: Sequence[str], tasks: Sequence[str], split: str, se
     return results
 
 
-def _ray_job(extra: tuple[dict[str, Any], dict[str, Any]], job: EvalJob) -> tuple[list[EpisodeResult], tuple[str, float]]:
-    """``_job`` in a Ray worker, after registering the driver's run-time policies (``plugins()``)."""
+def _ray_task(extra: tuple[dict[str, Any], dict[str, Any]], fn: Callable[[Any], Any], job: Any) -> Any:
+    """``fn(job)`` in a Ray worker, after registering the driver's run-time policies (``plugins()``)."""
     install_plugins(*extra)
-    return _job(job)
+    return fn(job)
 
 
-def _run_on_ray(jobs: list[EvalJob], workers: int, address: str | None,
-                collect: Callable[[EvalJob, tuple[list[EpisodeResult], tuple[str, float]]], None], *,
-                names: Collection[str] = ()) -> None:
-    """Run every job as a Ray task and hand each result to ``collect`` as it
-    finishes. With no ``address`` the call starts a private local instance with ``workers`` CPUs
+def run_on_ray(fn: Callable[[Any], Any], jobs: Sequence[Any], workers: int, address: str | None,
+               collect: Callable[[Any, Any], None], *, names: Collection[str] = ()) -> None:
+    """Run ``fn(job)`` for every job as a Ray task (``fn`` a module-level function; evaluation's
+    worlds, a league's matches) and hand each ``(job, result)`` to ``collect`` as it finishes. With no ``address`` the call starts a private local instance with ``workers`` CPUs
     (never one found through ``RAY_ADDRESS`` or a ``ray start`` on this machine: that needs
     ``address="auto"``); a Ray already initialised in this process is used as it is. What the call
     started it shuts down; on a failure or an interrupt, the tasks still pending are cancelled.
@@ -311,19 +310,19 @@ def _run_on_ray(jobs: list[EvalJob], workers: int, address: str | None,
     set_stats = started and not address and stats_env not in os.environ
     if set_stats:
         os.environ[stats_env] = "0"
-    pending: dict[Any, EvalJob] = {}
+    pending: dict[Any, Any] = {}
     try:
         if started:
             # no dashboard (a web server on a port) and no worker logs echoed into the progress bar
             ray.init(address=address or "local", num_cpus=None if address else max(1, workers),
                      include_dashboard=False, log_to_driver=False, configure_logging=False)
-        remote = ray.remote(num_cpus=1)(_ray_job)
+        remote = ray.remote(num_cpus=1)(_ray_task)
         # a Ray worker is a fresh process: the run-time policies (and families) the run names go
         # with the jobs, pickled by Ray (cloudpickle: a script's lambdas and classes travel by value)
         mine, families = plugins()
         prefixes = {n.partition(":")[0] for n in names if ":" in n}
         extra = ({n: f for n, f in mine.items() if n in names}, {p: f for p, f in families.items() if p in prefixes})
-        pending = {remote.remote(extra, job): job for job in jobs}
+        pending = {remote.remote(extra, fn, job): job for job in jobs}
         while pending:
             done, _ = ray.wait(list(pending), num_returns=1)
             for ref in done:
@@ -339,4 +338,4 @@ def _run_on_ray(jobs: list[EvalJob], workers: int, address: str | None,
             os.environ.pop(stats_env, None)
 
 
-__all__ = ["BACKENDS", "EpisodeResult", "EvalJob", "play_episode", "run_evaluation", "usage_rows"]
+__all__ = ["BACKENDS", "EpisodeResult", "EvalJob", "play_episode", "run_evaluation", "run_on_ray", "usage_rows"]

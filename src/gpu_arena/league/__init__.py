@@ -16,9 +16,14 @@ from .store import connect_league, ensure_league, leagues, load_matches, played_
 
 
 def run_league(entrants: list[str], tasks: list[str], matches: int, seed: int, *, db: str | None = None,
-               workers: int = 1, progress: Callable[[int], None] | None = None) -> dict[str, Any]:
+               workers: int = 1, backend: str = "process", ray_address: str | None = None,
+               progress: Callable[[int], None] | None = None) -> dict[str, Any]:
     """Play the next ``matches`` matches of the league ``(entrants, tasks, seed)`` (after those the
-    store already holds), store them, and return the league's table over all of its matches."""
+    store already holds), store them, and return the league's table over all of its matches.
+    ``backend``: ``process`` (a pool of ``workers`` processes) or ``ray`` (Ray tasks, on a private
+    local instance or the cluster at ``ray_address``, as evaluation runs them)."""
+    if backend not in ("process", "ray"):
+        raise ValueError(f"unknown backend {backend!r}; expected process or ray")
     for name in entrants:
         if name != "archetypes":
             make_policy(name)  # an unknown name fails here, before any match is played
@@ -29,7 +34,17 @@ def run_league(entrants: list[str], tasks: list[str], matches: int, seed: int, *
         start = played_count(con, league)
         todo = [scheduled(entrants, tasks, seed, k) for k in range(start, start + matches)]
         records: list[dict[str, Any]] = []
-        if workers <= 1:
+        if backend == "ray":
+            from ..evaluation.runner import run_on_ray
+
+            def collect(_match: Any, record: dict[str, Any]) -> None:
+                records.append(record)
+                if progress:
+                    progress(1)
+
+            run_on_ray(play_match, todo, workers, ray_address, collect, names=entrants)
+            records.sort(key=lambda r: int(r["index"]))
+        elif workers <= 1:
             for m in todo:
                 records.append(play_match(m))
                 if progress:

@@ -23,7 +23,9 @@ def league_run(
     tasks: str = typer.Option("market_round", help="comma-separated tasks, played in turn"),
     matches: int = typer.Option(200, min=1, help="matches to add (a second run with the same arguments adds more)"),
     seed: int = typer.Option(0, min=0, help="the league's seed: its worlds and seatings"),
-    workers: int = typer.Option(1, min=1, help="worker processes"),
+    workers: int = typer.Option(1, min=1, help="worker processes (or Ray CPUs of a private local instance)"),
+    backend: str = typer.Option("process", help="process | ray (as gpu-arena eval)"),
+    ray_address: str | None = typer.Option(None, help="a running Ray cluster (auto, or ray://head:10001)"),
     db: str | None = typer.Option(None, help="SQLite store (default .arena/arena.db or $GPU_ARENA_DB)"),
     as_json: bool = typer.Option(False, "--json", help="print the table as JSON"),
     wide: bool = typer.Option(False, "--wide", help="every column"),
@@ -42,8 +44,8 @@ def league_run(
                   console=console, transient=True, disable=as_json) as progress:
         bar = progress.add_task("matches", total=matches)
         try:
-            table = run_league(names, task_list, matches, seed, db=db, workers=workers,
-                               progress=lambda n: progress.advance(bar, n))
+            table = run_league(names, task_list, matches, seed, db=db, workers=workers, backend=backend,
+                               ray_address=ray_address, progress=lambda n: progress.advance(bar, n))
         except (KeyError, ValueError) as e:
             raise typer.BadParameter(str(e)) from None
     _show(table, as_json, wide)
