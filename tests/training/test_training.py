@@ -268,3 +268,24 @@ def test_run_log_reads_back_series(tmp_path: Path) -> None:
     assert load_training_run(ro, log.run_id) == run
     empty = sqlite3.connect(tmp_path / "empty.db")
     assert list_training_runs(empty) == [] and load_training_run(empty, 1) is None
+
+
+def test_tiny_grpo_against_the_leagues_best(tmp_path: Path, scripted: Path) -> None:
+    """`train grpo --opponents league:top2` with the tiny preset: the pool is the newest league's two
+    best entrants, recorded with the run, and each world of the dataset plays one of them."""
+    from gpu_arena.league import run_league
+
+    db = str(tmp_path / "arena.db")
+    table = run_league(["rule_expert", "no_negotiation", "random_valid"], ["single_trade"], 20, 0, db=db)
+    best = [r["name"] for r in table["entrants"][:2]]
+    out = tmp_path / "grpo"
+    res = CliRunner().invoke(app, ["train", "grpo", "--preset", "tiny", "--model", str(scripted), "--output", str(out),
+                                   "--steps", "1", "--generations", "2", "--seeds", "4", "--max-turn-tokens", "48",
+                                   "--db", db, "--opponents", "league:top2"])
+    assert res.exit_code == 0, res.output
+    run = json.loads((out / "arena_training.json").read_text())["run"]
+    assert run["opponents"] == "league:top2" and run["opponent_pool"] == best
+    bad = CliRunner().invoke(app, ["train", "grpo", "--preset", "tiny", "--model", str(scripted), "--output",
+                                   str(tmp_path / "g2"), "--steps", "1", "--db", str(tmp_path / "empty.db"),
+                                   "--opponents", "league:top2"])
+    assert bad.exit_code != 0 and "no league" in said(bad)
