@@ -10,9 +10,10 @@ from typing import Any
 import typer
 from rich.table import Table
 
-from .console import FitTable, console
+from .console import console
 from .core.tasks import task_params
 from .core.types import ACTION_TYPES, COMPONENT_COLUMNS, REWARD_COLUMNS, TASKS
+from .eval_tables import print_seat_returns, print_usage
 
 app = typer.Typer(add_completion=False, no_args_is_help=True,
                   help="GPU Arena: AI labs bargain for scarce GPUs before a deadline.")
@@ -166,27 +167,10 @@ def evaluate(
         print(f"\nPaired by seed against {ref} (same worlds and shocks, {same}):\n")
         print(paired_table(paired))
     if opp == SELF_PLAY:  # every seat is the policy: its seats' returns side by side
-        _print_seats(results)
+        print_seat_returns(results)
     if usage:
-        _print_usage(usage, wide)
+        print_usage(usage, wide)
     console.print(f"{total} episodes in {duration:.1f} s; run {run_id} stored; results in {out}")
-
-
-def _print_seats(results: list[Any]) -> None:
-    """Self-play: each seat's mean return per policy and task (every seat is the policy itself)."""
-    from .evaluation.stats import bootstrap_ci
-
-    table = FitTable("Self-play: every seat's return (mean, 95% CI)", ("policy", "task", "seat", "mean", "95% CI", "n"),
-                     numeric=("mean", "95% CI", "n"), whole=("seat",))
-    groups: dict[tuple[str, str, str], list[float]] = {}
-    for r in results:
-        for seat, value in sorted((r.seat_returns or {}).items()):
-            groups.setdefault((r.policy, r.task, seat), []).append(value)
-    for (policy, task, seat), values in groups.items():
-        low, high = bootstrap_ci(values)
-        table.add_row(policy, task, seat, f"{sum(values) / len(values):+.4f}", f"[{low:+.4f}, {high:+.4f}]",
-                      str(len(values)))
-    table.print()
 
 
 def eval_command_line(args: dict[str, object]) -> str:
@@ -335,21 +319,6 @@ def _judge_options(judge_mode: str, judge: str | None) -> tuple[str, str | None]
     if not judge.startswith("llm:"):
         raise typer.BadParameter(f"unknown judge {judge!r}; expected rule or llm:openai:<model>@<base_url>")
     return "rule", judge
-
-
-def _print_usage(rows: list[dict[str, object]], wide: bool = False) -> None:
-    table = FitTable("LLM ledgers (summed over episodes)",
-                     ("policy", "task", "role", "agent", "calls", "prompt tok/call", "completion tok/call",
-                      "model s/call", "overhead ms/call", "format errors", "failures"),
-                     wide_only=("task", "agent", "overhead ms/call", "failures"),
-                     numeric=("calls", "prompt tok/call", "completion tok/call", "model s/call", "overhead ms/call",
-                              "format errors", "failures"), whole=("role",), wide=wide)
-    for r in rows:
-        table.add_row(str(r["policy"]), str(r["task"]), str(r["role"]), str(r["agent"])[:48], str(r["calls"]),
-                      f"{r['prompt_tokens_per_call']:.0f}", f"{r['completion_tokens_per_call']:.0f}",
-                      f"{r['model_s_per_call']:.2f}", f"{r['overhead_ms_per_call']:.1f}", str(r["format_errors"]),
-                      str(r["failures"]))
-    table.print()
 
 
 def _seat_spec(value: str) -> str | list[str] | dict[str, str]:
