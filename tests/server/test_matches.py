@@ -256,6 +256,13 @@ def test_a_seat_over_a_websocket_gets_each_resolved_round_pushed(base_url: str) 
     with connect(ws_url) as ws:
         ws.send(json.dumps({"type": "hello"}))
         assert frame(ws)["data"]["code"] == "missing_token"
+    with connect(ws_url) as ws:  # a frame that is not JSON is answered, and the socket still serves
+        ws.send("not json")
+        assert frame(ws)["data"]["code"] == "invalid_json"
+        ws.send(json.dumps({"type": "auth", "token": tokens["lab_0"]}))
+        assert frame(ws)["type"] == "seat"
+        ws.send("{broken")
+        assert frame(ws)["data"]["code"] == "invalid_json"
     with connect(ws_url) as ws:
         ws.send(json.dumps({"type": "auth", "token": tokens["lab_0"]}))
         seat = frame(ws)

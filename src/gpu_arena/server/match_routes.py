@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import secrets
 from typing import Annotated, Any, Literal
 
@@ -199,8 +200,22 @@ def build_match_router(matches: MatchManager) -> APIRouter:
         async def refuse(e: ArenaRequestError) -> None:
             await send("error", {"code": e.code, "message": e.message})
 
+        async def receive() -> Any:
+            """The next frame as JSON; a frame that is not JSON text answers an error frame and is skipped."""
+            while True:
+                message = await websocket.receive()
+                if message["type"] == "websocket.disconnect":
+                    raise WebSocketDisconnect(message.get("code", 1000))
+                text = message.get("text")
+                if text is None and message.get("bytes") is not None:
+                    text = message["bytes"].decode("utf-8", errors="replace")
+                try:
+                    return json.loads(text or "")
+                except ValueError:
+                    await refuse(ArenaRequestError("a frame must be a JSON object", code="invalid_json", status=400))
+
         try:
-            first = await websocket.receive_json()
+            first = await receive()
             token = first.get("token") if isinstance(first, dict) and first.get("type") == "auth" else None
             try:
                 m = matches.get(match_id[:64])
@@ -219,7 +234,7 @@ def build_match_router(matches: MatchManager) -> APIRouter:
             pusher = asyncio.create_task(push())
             try:
                 while True:
-                    frame = await websocket.receive_json()
+                    frame = await receive()
                     kind = frame.get("type") if isinstance(frame, dict) else None
                     try:
                         m = matches.get(match_id)
