@@ -212,14 +212,15 @@ def test_bad_requests_are_structured_4xx(base_url: str) -> None:
 
 
 def test_matches_share_the_session_cap_and_expire_when_idle(tmp_path: Any) -> None:
-    with running_server(settings_for(tmp_path, max_sessions=2, idle_timeout_s=0.5, reaper_interval_s=0.1)) as url:
+    # idle_timeout_s long enough that nothing expires before the capacity checks, even on a busy machine
+    with running_server(settings_for(tmp_path, max_sessions=2, idle_timeout_s=2.0, reaper_interval_s=0.1)) as url:
         assert httpx.post(f"{url}/api/sessions", json={"task": "single_trade", "seed": 1}).status_code == 201
         match = httpx.post(f"{url}/api/matches", json={"seats": {"lab_0": "remote"}})
         assert match.status_code == 201
         full = httpx.post(f"{url}/api/matches", json={"seats": {"lab_0": "remote"}})
         assert full.status_code == 429 and full.json()["error"]["code"] == "capacity_reached"
         assert httpx.post(f"{url}/api/sessions", json={"task": "single_trade"}).status_code == 429
-        time.sleep(1.0)
+        time.sleep(2.5)
         gone = httpx.get(f"{url}/api/matches/{match.json()['match_id']}")
         assert gone.status_code == 410 and gone.json()["error"]["code"] == "match_expired"
         assert httpx.post(f"{url}/api/matches", json={"seats": {"lab_0": "remote"}}).status_code == 201
@@ -285,3 +286,42 @@ def test_a_seat_over_a_websocket_gets_each_resolved_round_pushed(base_url: str) 
         assert pushed["type"] == "seat" and pushed["data"]["round"] == 1 and not pushed["data"]["acted"]
         ws.send(json.dumps({"type": "state"}))
         assert frame(ws)["data"]["round"] == 1
+
+
+class _SlowPolicy:
+    """A stand-in for a model behind an endpoint: each move takes a while."""
+
+    def __init__(self, **_params: Any) -> None:
+        pass
+
+    def act(self, observation: Any) -> Any:
+        time.sleep(0.6)
+        return {"action_type": "wait"}
+
+
+def test_a_model_seat_resolves_off_the_event_loop(base_url: str) -> None:
+    from gpu_arena.policies import register_policy_family
+
+    register_policy_family("slowtest", lambda spec, **params: _SlowPolicy(**params))
+    created = httpx.post(f"{base_url}/api/matches", json={
+        "task": "single_trade", "seed": 5, "seats": {"lab_0": "remote", "lab_1": "slowtest:model"}})
+    assert created.status_code == 201, created.text
+    mid, token = created.json()["match_id"], created.json()["tokens"]["lab_0"]
+    done: dict[str, float] = {}
+
+    def act() -> None:
+        httpx.post(f"{base_url}/api/matches/{mid}/seats/lab_0/act", json={"action_type": "wait"},
+                   headers=bearer(token), timeout=30)
+        done["act"] = time.monotonic()
+
+    t0 = time.monotonic()
+    thread = threading.Thread(target=act)
+    thread.start()
+    time.sleep(0.15)  # the round is resolving now: the model seat takes 0.6 s
+    health = httpx.get(f"{base_url}/health", timeout=30)
+    answered = time.monotonic()
+    thread.join(timeout=30)
+    assert health.status_code == 200 and answered - t0 < 0.55  # the server answered others meanwhile
+    assert done["act"] - t0 >= 0.6  # the act returned once its round was played
+    state = httpx.get(f"{base_url}/api/matches/{mid}").json()
+    assert state["round"] == 1 and state["waiting_for"] == ["lab_0"]

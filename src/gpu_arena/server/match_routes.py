@@ -157,7 +157,7 @@ def build_match_router(matches: MatchManager) -> APIRouter:
     @router.get("/{match_id}", response_model=MatchState, summary="A match's public state",
                 responses=responses(404, 410, 422))
     async def match_state(match_id: MatchId) -> MatchState:
-        m = matches.get(match_id)
+        m = await matches.get(match_id)
         w = m.episode.world
         waiting = m.waiting_for()
         return MatchState(match_id=m.match_id, task=w.task, split=w.split, seed=w.seed, round=w.round_index,
@@ -173,7 +173,7 @@ def build_match_router(matches: MatchManager) -> APIRouter:
     @router.get("/{match_id}/seats/{seat}", response_model=SeatState, summary="A seat's own observation",
                 responses=responses(401, 403, 404, 410, 422))
     async def get_seat(match_id: MatchId, seat: SeatId, authorization: Authorization = None) -> SeatState:
-        m = matches.get(match_id)
+        m = await matches.get(match_id)
         m.authorize(seat, _bearer(authorization))
         return seat_state(m, seat)
 
@@ -181,10 +181,10 @@ def build_match_router(matches: MatchManager) -> APIRouter:
                  summary="Send the seat's action for this round", responses=responses(401, 403, 404, 409, 410, 413, 422))
     async def act(match_id: MatchId, seat: SeatId, action: ArenaAction, authorization: Authorization = None
                   ) -> Accepted:
-        m = matches.get(match_id)
+        m = await matches.get(match_id)
         m.authorize(seat, _bearer(authorization))
         taken_for = m.round_index
-        resolved = matches.act(m, seat, read_action(action))
+        resolved = await matches.act(m, seat, read_action(action))
         return Accepted(match_id=m.match_id, seat=seat, round=taken_for, resolved=resolved,
                         waiting_for=m.waiting_for())
 
@@ -218,7 +218,7 @@ def build_match_router(matches: MatchManager) -> APIRouter:
             first = await receive()
             token = first.get("token") if isinstance(first, dict) and first.get("type") == "auth" else None
             try:
-                m = matches.get(match_id[:64])
+                m = await matches.get(match_id[:64])
                 m.authorize(seat[:32], token if isinstance(token, str) else None)
             except ArenaRequestError as e:
                 await refuse(e)
@@ -229,7 +229,9 @@ def build_match_router(matches: MatchManager) -> APIRouter:
             async def push() -> None:  # the seat again after every resolved round, until the end
                 while not m.done:
                     await m.changed.wait()
-                    await send("seat", seat_state(m, seat).model_dump(mode="json"))
+                    async with m.lock:  # never in the middle of a round that resolves in a thread
+                        state = seat_state(m, seat).model_dump(mode="json")
+                    await send("seat", state)
 
             pusher = asyncio.create_task(push())
             try:
@@ -237,7 +239,7 @@ def build_match_router(matches: MatchManager) -> APIRouter:
                     frame = await receive()
                     kind = frame.get("type") if isinstance(frame, dict) else None
                     try:
-                        m = matches.get(match_id)
+                        m = await matches.get(match_id)
                         if kind == "act":
                             try:
                                 action = ArenaAction.model_validate(frame.get("data"))
@@ -247,7 +249,7 @@ def build_match_router(matches: MatchManager) -> APIRouter:
                                 raise ArenaRequestError(f"{where}: {first_error.get('msg', 'invalid')}",
                                                         code="invalid_request", status=422) from e
                             taken_for = m.round_index
-                            resolved = matches.act(m, seat, read_action(action))
+                            resolved = await matches.act(m, seat, read_action(action))
                             await send("accepted", Accepted(match_id=m.match_id, seat=seat, round=taken_for,
                                                             resolved=resolved,
                                                             waiting_for=m.waiting_for()).model_dump(mode="json"))

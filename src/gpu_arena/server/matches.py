@@ -7,8 +7,10 @@ seats wait, and the engine steps every seat at once. :class:`MatchManager` keeps
 matches (their count shares the REST sessions' cap), resolves overdue rounds (a ticker, and any
 request that reads a match), expires idle matches and stores each finished one as a replay.
 
-Everything runs on the server's event loop, between awaits: a round is resolved whole or not at
-all, and no two requests see a half-applied one.
+A round is resolved whole or not at all, under the match's lock, which every request takes before
+it reads or changes the match: no request sees half a round. Rounds resolve on the server's event
+loop, but for a match with a model in a seat (``llm:...``), whose calls may take seconds, in a
+worker thread, so the other sessions and matches go on meanwhile.
 """
 
 from __future__ import annotations
@@ -84,6 +86,8 @@ class Match:
     last_activity: float
     pending: dict[str, Action | RejectedAction] = field(default_factory=dict)
     changed: asyncio.Event = field(default_factory=asyncio.Event)  # set at each resolved round (pushes)
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock)  # held while a round is submitted or resolved
+    threaded: bool = False  # a seat is a policy family (llm:...): its rounds resolve in a worker thread
     missed: dict[str, int] = field(default_factory=dict)  # remote seat -> last round it missed
     replay_id: str | None = None
     recorded: bool = False  # stored (or tried once: a failing store is not retried every tick)
@@ -142,9 +146,6 @@ class Match:
         episode.step(actions)
         self.pending = {}
         self.deadline = now + self.round_timeout_s
-        # wake whoever waits for this round (WebSocket seats), then arm the event for the next one
-        self.changed.set()
-        self.changed = asyncio.Event()
 
     def observation(self, seat: str) -> ArenaObservation:
         """The seat's wire observation; its metadata names the match and, when the last round went
@@ -185,7 +186,7 @@ class MatchManager:
 
     * ``create`` starts a match, or raises :class:`CapacityReached` when the server's open REST
       sessions and matches together reach ``max_sessions``.
-    * ``get(match_id)`` resolves the match's round first if it is due; an unknown id raises
+    * ``await get(match_id)`` resolves the match's round first if it is due; an unknown id raises
       :class:`MatchNotFound`, an expired one :class:`MatchGone`.
     * A match with no request for ``idle_timeout_s`` expires; a finished match is stored once as a
       replay (``replay_id``) and stays readable until it expires (at most ``tombstones`` finished
@@ -240,11 +241,12 @@ class MatchManager:
         episode.controlled = tuple(lab for lab, kind in kinds.items() if kind == REMOTE)
         now = self._clock()
         match = Match(uuid.uuid4().hex, episode, kinds, {lab: secrets.token_urlsafe(24) for lab in episode.controlled},
-                      policies, round_timeout_s, now + round_timeout_s, now)
+                      policies, round_timeout_s, now + round_timeout_s, now,
+                      threaded=any(":" in kind for kind in kinds.values()))
         self._matches[match.match_id] = match
         return match
 
-    def get(self, match_id: str) -> Match:
+    async def get(self, match_id: str) -> Match:
         match = self._matches.get(match_id)
         if match is None:
             reason = self._gone.get(match_id)
@@ -256,25 +258,36 @@ class MatchManager:
             self._bury(match_id)
             raise MatchGone(f"match {match_id[:64]!r} expired after {self.settings.idle_timeout_s:g} s idle")
         match.last_activity = now
-        self.advance(match)
+        await self.advance(match)
         return match
 
-    def act(self, match: Match, seat: str, action: Action | RejectedAction) -> bool:
+    async def act(self, match: Match, seat: str, action: Action | RejectedAction) -> bool:
         """Take a remote seat's action; resolve the round if it was the last one awaited. True: resolved."""
-        before = match.round_index
-        match.submit(seat, action)
-        self.advance(match)
+        async with match.lock:
+            before = match.round_index
+            match.submit(seat, action)
+        await self.advance(match)
         return match.round_index != before
 
-    def advance(self, match: Match) -> None:
-        """Resolve the match's round if it is due, and store the match once it is over."""
-        now = self._clock()
-        if match.due(now):
-            match.resolve(now)
-        if match.done and not match.recorded:
-            match.recorded = True
-            match.replay_id = self._store(match)
-            self._prune_finished()
+    async def advance(self, match: Match) -> None:
+        """Resolve the match's round if it is due, and store the match once it is over. A match with
+        a model in a seat (``threaded``) resolves in a worker thread, so a slow endpoint or
+        checkpoint holds up that match only; every reader of a match waits on its lock first, so
+        none sees half a round."""
+        async with match.lock:
+            now = self._clock()
+            if match.due(now):
+                if match.threaded:
+                    await asyncio.to_thread(match.resolve, now)
+                else:
+                    match.resolve(now)
+                # wake whoever waits for this round (WebSocket seats), then arm the event for the next one
+                match.changed.set()
+                match.changed = asyncio.Event()
+            if match.done and not match.recorded:
+                match.recorded = True
+                match.replay_id = self._store(match)
+                self._prune_finished()
 
     def _store(self, match: Match) -> str | None:
         replay_id = uuid.uuid4().hex
@@ -308,7 +321,7 @@ class MatchManager:
         while True:
             await asyncio.sleep(self._tick_s)
             for match in list(self._matches.values()):
-                self.advance(match)
+                await self.advance(match)
             self.expire_idle()
 
     def start(self) -> None:
