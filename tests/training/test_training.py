@@ -72,6 +72,10 @@ def test_tiny_sft_then_grpo_end_to_end(tmp_path: Path, sft_data: Path) -> None:
     # the checkpoint is a policy for the harness (tools mode: its tokenizer parses its tool calls)
     result = play_episode(f"llm:hf:{sft_dir}?mode=tools&max_tokens=48", "single_trade", "holdout", 0)
     assert result.steps >= 3 and math.isfinite(result.episode_return)
+    # self-play: the checkpoint in every seat, each seat's return and each seat's model ledger
+    both = play_episode(f"llm:hf:{sft_dir}?mode=tools&max_tokens=48", "single_trade", "holdout", 0, opponents="self")
+    assert set(both.seat_returns or {}) == {"lab_0", "lab_1"} and both.llm_usage is not None
+    assert {"lab_0", "lab_1"} <= set(both.llm_usage) and both.llm_usage["lab_1"]["role"] == "opponent"
 
     # GRPO against a frozen checkpoint in every other seat: the SFT model, loaded once more as an opponent
     frozen = f"llm:hf:{sft_dir}?mode=tools&max_tokens=48"
