@@ -325,3 +325,28 @@ def test_a_model_seat_resolves_off_the_event_loop(base_url: str) -> None:
     assert done["act"] - t0 >= 0.6  # the act returned once its round was played
     state = httpx.get(f"{base_url}/api/matches/{mid}").json()
     assert state["round"] == 1 and state["waiting_for"] == ["lab_0"]
+
+
+def test_the_match_client_plays_two_seats_to_the_end(base_url: str) -> None:
+    from gpu_arena.match_client import MatchError, MatchSeat
+
+    match_id, seats = MatchSeat.create(base_url, task="market_round", seed=12,
+                                       seats={"lab_0": "remote", "lab_1": "remote", "lab_2": "rule_expert"})
+    assert set(seats) == {"lab_0", "lab_1"}
+    assert seats["lab_0"].observe().controlled_lab_id == "lab_0"
+    finals: dict[str, dict[str, Any]] = {}
+    threads = [threading.Thread(target=lambda s=s: finals.update({s.seat: s.play(make_policy("random_valid", seed=3))}))
+               for s in seats.values()]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=120)
+    assert finals["lab_0"]["done"] and finals["lab_1"]["replay_id"]
+    with pytest.raises(MatchError) as refused:
+        seats["lab_0"].act({"action_type": "wait"})
+    assert (refused.value.status, refused.value.code) == (409, "episode_done")
+    with MatchSeat(base_url, match_id, "lab_1", "not-the-token") as stranger, pytest.raises(MatchError) as wrong:
+        stranger.observe()
+    assert (wrong.value.status, wrong.value.code) == (403, "wrong_token")
+    for s in seats.values():
+        s.close()
