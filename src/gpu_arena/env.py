@@ -17,9 +17,9 @@ from openenv.core.env_server.types import EnvironmentMetadata
 
 from .core.engine import Episode, EpisodeSnapshot
 from .core.judge import PitchJudge
-from .core.policy import Policy, seat_view
+from .core.policy import Policy, policy_move
 from .core.rules import JUDGE_MODES
-from .core.serialize import coerce_action, world_to_dict
+from .core.serialize import world_to_dict
 from .core.types import REWARD_COLUMNS, SPLITS, TASKS, Action, RejectedAction
 from .core.views import ResultView, render_text
 from .models import ArenaAction, ArenaObservation, ArenaState, observation_from_view, read_action
@@ -120,7 +120,7 @@ class GpuArenaEnv(Environment[ArenaAction, ArenaObservation, ArenaState]):
         if seat not in episode.world.labs:
             raise ValueError(f"unknown seat {seat!r}; {task} seed {seed} has {', '.join(episode.world.labs)}")
         episode.controlled = (seat,)
-        self._policies = self._build_opponents(episode, seat, args["opponents"], seed)
+        self._policies = self._build_opponents(episode, seat, args["opponents"])
         self._episode, self._seat, self._seed = episode, seat, seed
         self.judge = judge
         self._episode_id = episode_id or str(uuid.uuid4())
@@ -225,13 +225,7 @@ class GpuArenaEnv(Environment[ArenaAction, ArenaObservation, ArenaState]):
             "step": self._step_count})
 
     def _policy_action(self, episode: Episode, lid: str, policy: Policy) -> Action | RejectedAction:
-        view = seat_view(policy, episode, lid)
-        try:
-            action = policy.act(view)
-            # a policy may refuse its own output (an LLM's format error) with a code of its own
-            return action if isinstance(action, RejectedAction) else coerce_action(action)
-        except Exception as e:  # a broken opponent must not crash the episode
-            return RejectedAction("policy_error", f"{type(e).__name__}: {e}")
+        return policy_move(policy, episode, lid)
 
     def _resolve_judge(self, spec: Any) -> PitchJudge | None:
         if spec is None or spec == RULE_JUDGE:
@@ -248,7 +242,7 @@ class GpuArenaEnv(Environment[ArenaAction, ArenaObservation, ArenaState]):
             return spec
         raise ValueError("judge must be 'rule', an LLM judge name (llm:openai:<model>@<base_url>) or a PitchJudge")
 
-    def _build_opponents(self, episode: Episode, seat: str, spec: Any, seed: int) -> dict[str, Policy]:
+    def _build_opponents(self, episode: Episode, seat: str, spec: Any) -> dict[str, Policy]:
         others = [lid for lid in episode.world.labs if lid != seat]
         if spec is None or isinstance(spec, str):
             chosen: dict[str, Any] = dict.fromkeys(others, spec or DEFAULT_OPPONENT)

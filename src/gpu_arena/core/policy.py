@@ -12,7 +12,8 @@ from __future__ import annotations
 import random
 from typing import Any, Protocol, runtime_checkable
 
-from .types import PLANNABLE, Action, CoalitionStatus, JobStatus, World
+from .serialize import coerce_action
+from .types import PLANNABLE, Action, CoalitionStatus, JobStatus, RejectedAction, World
 
 
 @runtime_checkable
@@ -66,6 +67,17 @@ def seat_view(policy: Any, episode: Any, seat: str) -> Any:
             policy.bind(episode.world)
         return episode.observe(seat, aids=policy.uses_aids, lazy=policy.uses_aids)
     return episode.observe(seat)
+
+
+def policy_move(policy: Any, episode: Any, seat: str) -> Action | RejectedAction:
+    """``policy``'s action for ``seat`` of ``episode`` now, on its own view (:func:`seat_view`), as
+    the engine takes it. A policy may refuse its own output with a code of its own (an LLM's format
+    error); one that raises loses its move (``policy_error``) and never the episode."""
+    try:
+        action = policy.act(seat_view(policy, episode, seat))
+        return action if isinstance(action, RejectedAction) else coerce_action(action)
+    except Exception as e:  # a broken seat must not crash the episode
+        return RejectedAction("policy_error", f"{type(e).__name__}: {e}")
 
 
 class WaitPolicy(PolicyBase):

@@ -7,9 +7,7 @@ from typing import Any
 
 from ..core.allocation import solve
 from ..core.engine import Episode
-from ..core.policy import Policy, seat_view
-from ..core.serialize import coerce_action
-from ..core.types import Action, RejectedAction
+from ..core.policy import Policy, policy_move
 from ..policies import make_seat_policy
 from .schedule import LeagueMatch
 
@@ -46,15 +44,8 @@ def play_match(match: LeagueMatch) -> dict[str, Any]:
     names = dict(match.seats)
     policies: dict[str, Policy] = {lab: make_seat_policy(world, lab, names.get(lab, "archetypes"))
                                    for lab in world.labs}
-    while not episode.done:
-        actions: dict[str, Action | RejectedAction | None] = {}
-        for lab, policy in policies.items():
-            try:
-                chosen = policy.act(seat_view(policy, episode, lab))
-                actions[lab] = chosen if isinstance(chosen, RejectedAction) else coerce_action(chosen)
-            except Exception as e:  # a broken entrant loses its move, not the league
-                actions[lab] = RejectedAction("policy_error", f"{type(e).__name__}: {e}")
-        episode.step(actions)
+    while not episode.done:  # a broken entrant loses its move, not the league (policy_move)
+        episode.step({lab: policy_move(policy, episode, lab) for lab, policy in policies.items()})
     seats = [asdict(SeatResult(lab, names.get(lab, "archetypes"),
                                episode.potential(lab) - world.initial_potential[lab], episode.returns[lab],
                                lab_state.deals, lab_state.invalid_actions))

@@ -26,8 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..core.engine import Episode
-from ..core.policy import Policy, seat_view
-from ..core.serialize import coerce_action
+from ..core.policy import Policy, policy_move
 from ..core.types import Action, RejectedAction
 from ..models import ArenaObservation, observation_from_view
 from ..policies import make_seat_policy
@@ -137,12 +136,7 @@ class Match:
             if seat not in self.pending:
                 self.missed[seat] = self.round_index
         for seat, policy in self.policies.items():
-            view = seat_view(policy, episode, seat)
-            try:
-                chosen = policy.act(view)
-                actions[seat] = chosen if isinstance(chosen, RejectedAction) else coerce_action(chosen)
-            except Exception as e:  # a broken policy seat must not stop the match
-                actions[seat] = RejectedAction("policy_error", f"{type(e).__name__}: {e}")
+            actions[seat] = policy_move(policy, episode, seat)
         episode.step(actions)
         self.pending = {}
         self.deadline = now + self.round_timeout_s
