@@ -232,6 +232,7 @@ def potential_parts(world: World, lab_id: str, plan: Plan | None = None) -> tupl
     return value, money
 
 
-def potential(world: World, lab_id: str) -> float:
-    v, m = potential_parts(world, lab_id)
+def potential(world: World, lab_id: str, valuer: LabValuer | None = None) -> float:
+    """Φ of the lab; ``valuer`` may pass its :class:`LabValuer` already built on this world state."""
+    v, m = potential_parts(world, lab_id, valuer.plan() if valuer is not None else None)
     return v + m

@@ -168,7 +168,9 @@ def accept_offer(world: World, lab_id: str, action: Action) -> Outcome:
     for other in world.offers.values():
         if other.status == OfferStatus.OPEN and moved & (set(other.block_ids) | set(other.requested_block_ids)):
             other.status = OfferStatus.SUPERSEDED
-    after = (potential(world, offer.sender), potential(world, lab_id))
+    # each side valued once after the deal: its potential now, and the holdings the deal event keeps
+    valuers = (LabValuer(world, offer.sender), LabValuer(world, lab_id))
+    after = (potential(world, offer.sender, valuers[0]), potential(world, lab_id, valuers[1]))
     if after[0] >= before[0] - 1e-9 and after[1] >= before[1] - 1e-9:
         for lab in (sender, target):
             lab.reputation = min(1.0, lab.reputation + REP_FAIR_DEAL)
@@ -177,18 +179,17 @@ def accept_offer(world: World, lab_id: str, action: Action) -> Outcome:
                                "blocks": sorted(moved),
                                # what the deal did to each side's potential (the bargaining metrics)
                                "gains": [after[0] - before[0], after[1] - before[1]],
-                               "joint": joint_holdings(world, offer.sender, lab_id)}))
+                               "joint": joint_holdings(*valuers)}))
     note = f"offer {offer.offer_id} settled" + (f"; allocated {', '.join(auto)}" if auto else "")
     affected = {offer.sender, lab_id} | coalition_peers(world, offer.sender) | coalition_peers(world, lab_id)
     return Outcome("deal", affected, note)
 
 
-def joint_holdings(world: World, a: str, b: str) -> dict[str, Any]:
+def joint_holdings(va: LabValuer, vb: LabValuer) -> dict[str, Any]:
     """Both labs' plannable blocks and open jobs as valuation keys, their budgets together, and the
     net value of their two best plans: whether the deal left joint gain on the table is then one
     allocation of the pooled blocks to the pooled jobs (``gpu_arena.league``), computed off the
     step. Read by no view."""
-    va, vb = LabValuer(world, a), LabValuer(world, b)
     return {"blocks": [list(k) for k in va.block_keys + vb.block_keys],
             "jobs": [list(k) for k in va.job_keys + vb.job_keys],
             "budget": va.budget + vb.budget, "net": va.plan().net + vb.plan().net}
