@@ -34,27 +34,25 @@ def run_league(entrants: list[str], tasks: list[str], matches: int, seed: int, *
         start = played_count(con, league)
         todo = [scheduled(entrants, tasks, seed, k) for k in range(start, start + matches)]
         records: list[dict[str, Any]] = []
+
+        def take(_match: Any, record: dict[str, Any]) -> None:
+            records.append(record)
+            if progress:
+                progress(1)
+
         if backend == "ray":
             from ..evaluation.runner import run_on_ray
 
-            def collect(_match: Any, record: dict[str, Any]) -> None:
-                records.append(record)
-                if progress:
-                    progress(1)
-
-            run_on_ray(play_match, todo, workers, ray_address, collect, names=entrants)
-            records.sort(key=lambda r: int(r["index"]))
+            run_on_ray(play_match, todo, workers, ray_address, take, names=entrants)
+            records.sort(key=lambda r: int(r["index"]))  # Ray hands results back as they finish
         elif workers <= 1:
             for m in todo:
-                records.append(play_match(m))
-                if progress:
-                    progress(1)
+                take(m, play_match(m))
         else:
             with ProcessPoolExecutor(max_workers=workers) as pool:
-                for record in pool.map(play_match, todo, chunksize=max(1, len(todo) // (4 * workers))):
-                    records.append(record)
-                    if progress:
-                        progress(1)
+                for m, record in zip(todo, pool.map(play_match, todo, chunksize=max(1, len(todo) // (4 * workers))),
+                                     strict=True):
+                    take(m, record)
         save_matches(con, league, records)
         stored = load_matches(con, league)
         return {"league": league, "tasks": tasks, "seed": seed, "played": len(records), "total": len(stored),

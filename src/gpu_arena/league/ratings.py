@@ -86,12 +86,13 @@ def rate(records: Iterable[Mapping[str, Any]], entrants: Iterable[str]) -> dict[
         rated = model.rate(teams, ranks=_ranks([float(s["surplus"]) for s in seats]))
         for s, (new,) in zip(seats, rated, strict=True):
             players[s["entrant"]] = new
+    surplus = {e: _mean_ci(cross[e]) for e in names}  # one bootstrap per entrant
     table = []
     for e in names:
         p = players[e]
         table.append({"name": e, "mu": p.mu, "sigma": p.sigma, "conservative": p.ordinal(),
-                      "matches": len(cross[e]), "mean_surplus": _mean_ci(cross[e])["mean"],
-                      "surplus_ci": _mean_ci(cross[e])["ci"], "self_play": _mean_ci(selfp[e]),
+                      "matches": len(cross[e]), "mean_surplus": surplus[e]["mean"],
+                      "surplus_ci": surplus[e]["ci"], "self_play": _mean_ci(selfp[e]),
                       "bargaining": {"deals": deal_count[e], "gain_share": _mean_ci(shares[e]),
                                      "ir_violations": violations[e], "not_pareto": inefficient[e]}})
     table.sort(key=lambda row: (-row["conservative"], row["name"]))
