@@ -165,6 +165,11 @@ def build_match_router(matches: MatchManager) -> APIRouter:
                           acted=[s for s in m.remote if s in m.pending], waiting_for=waiting,
                           deadline_in_s=deadline_in(m), replay_id=m.replay_id)
 
+    async def accept(m: Match, seat: str, action: ArenaAction) -> Accepted:
+        taken_for, resolved = await matches.act(m, seat, read_action(action))
+        return Accepted(match_id=m.match_id, seat=seat, round=taken_for, resolved=resolved,
+                        waiting_for=m.waiting_for())
+
     def seat_state(m: Match, seat: str) -> SeatState:
         return SeatState(match_id=m.match_id, seat=seat, round=m.round_index, done=m.done, acted=seat in m.pending,
                          waiting_for=m.waiting_for(), deadline_in_s=deadline_in(m), notice=m.notice(seat),
@@ -183,10 +188,7 @@ def build_match_router(matches: MatchManager) -> APIRouter:
                   ) -> Accepted:
         m = await matches.get(match_id)
         m.authorize(seat, _bearer(authorization))
-        taken_for = m.round_index
-        resolved = await matches.act(m, seat, read_action(action))
-        return Accepted(match_id=m.match_id, seat=seat, round=taken_for, resolved=resolved,
-                        waiting_for=m.waiting_for())
+        return await accept(m, seat, action)
 
     @router.websocket("/{match_id}/seats/{seat}/ws")
     async def seat_socket(websocket: WebSocket, match_id: str, seat: str) -> None:
@@ -248,11 +250,7 @@ def build_match_router(matches: MatchManager) -> APIRouter:
                                 where = ".".join(str(p) for p in first_error.get("loc", ())) or "data"
                                 raise ArenaRequestError(f"{where}: {first_error.get('msg', 'invalid')}",
                                                         code="invalid_request", status=422) from e
-                            taken_for = m.round_index
-                            resolved = await matches.act(m, seat, read_action(action))
-                            await send("accepted", Accepted(match_id=m.match_id, seat=seat, round=taken_for,
-                                                            resolved=resolved,
-                                                            waiting_for=m.waiting_for()).model_dump(mode="json"))
+                            await send("accepted", (await accept(m, seat, action)).model_dump(mode="json"))
                         elif kind == "state":
                             await send("seat", seat_state(m, seat).model_dump(mode="json"))
                         elif kind == "close":

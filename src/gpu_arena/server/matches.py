@@ -242,26 +242,27 @@ class MatchManager:
 
     async def get(self, match_id: str) -> Match:
         match = self._matches.get(match_id)
-        if match is None:
-            reason = self._gone.get(match_id)
-            if reason is None:
-                raise MatchNotFound(f"no match {match_id[:64]!r}")
-            raise MatchGone(f"match {match_id[:64]!r} expired after {self.settings.idle_timeout_s:g} s idle")
         now = self._clock()
-        if match.last_activity < now - self.settings.idle_timeout_s:
-            self._bury(match_id)
+        if match is not None and match.last_activity < now - self.settings.idle_timeout_s:
+            self._bury(match_id)  # idle past its time: expired by this request, as by the ticker
+            match = None
+        if match is None:
+            if match_id not in self._gone:
+                raise MatchNotFound(f"no match {match_id[:64]!r}")
             raise MatchGone(f"match {match_id[:64]!r} expired after {self.settings.idle_timeout_s:g} s idle")
         match.last_activity = now
         await self.advance(match)
         return match
 
-    async def act(self, match: Match, seat: str, action: Action | RejectedAction) -> bool:
-        """Take a remote seat's action; resolve the round if it was the last one awaited. True: resolved."""
+    async def act(self, match: Match, seat: str, action: Action | RejectedAction) -> tuple[int, bool]:
+        """Take a remote seat's action and resolve the round if it was the last one awaited: the
+        round the action was taken for (read under the lock: a round may resolve while the call
+        waits for it) and whether that round is played now."""
         async with match.lock:
-            before = match.round_index
+            taken_for = match.round_index
             match.submit(seat, action)
         await self.advance(match)
-        return match.round_index != before
+        return taken_for, match.round_index != taken_for
 
     async def advance(self, match: Match) -> None:
         """Resolve the match's round if it is due, and store the match once it is over. A match with
