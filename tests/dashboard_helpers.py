@@ -52,6 +52,19 @@ def store_training_run(db: Path, kind: str = "grpo", steps: int = 4) -> int:
         con.close()
 
 
+def watched(page: Any, timeout_ms: int) -> Any:
+    """``page`` with ``timeout_ms`` as its default timeout and ``page.problems``: every console error
+    or warning, page error and failed request it meets (a test asserts the list stays empty)."""
+    page.set_default_timeout(timeout_ms)
+    problems: list[str] = []
+    page.on("console", lambda m: problems.append(f"console.{m.type}: {m.text}") if m.type in ("error", "warning")
+            else None)
+    page.on("pageerror", lambda e: problems.append(f"pageerror: {e}"))
+    page.on("requestfailed", lambda r: problems.append(f"request failed: {r.url}"))
+    page.problems = problems
+    return page
+
+
 PIPELINE_TASK = "single_trade"
 
 

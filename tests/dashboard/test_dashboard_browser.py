@@ -16,7 +16,7 @@ from typing import Any
 import httpx
 import pytest
 
-from dashboard_helpers import store_eval_run, store_training_run
+from dashboard_helpers import store_eval_run, store_training_run, watched
 from gpu_arena.league import run_league
 from server_helpers import running_server, settings_for
 
@@ -53,13 +53,7 @@ def browser() -> Iterator[Any]:
 @pytest.fixture
 def page(browser: Any, base_url: str) -> Iterator[Any]:
     context = browser.new_context(viewport={"width": 1280, "height": 900})
-    p = context.new_page()
-    p.set_default_timeout(TIMEOUT_MS)
-    problems: list[str] = []
-    p.on("console", lambda m: problems.append(f"console.{m.type}: {m.text}") if m.type in ("error", "warning") else None)
-    p.on("pageerror", lambda e: problems.append(f"pageerror: {e}"))
-    p.on("requestfailed", lambda r: problems.append(f"request failed: {r.url}"))
-    p.problems = problems
+    p = watched(context.new_page(), TIMEOUT_MS)
     p.goto(base_url + "/")
     p.wait_for_selector("body[data-ready=true]")
     yield p
@@ -465,8 +459,7 @@ def test_two_browsers_hold_two_seats_of_one_match(page: Any, browser: Any, base_
     match_id = links["lab_0"].split("match=")[1].split("&")[0]
     # a second browser context (another person): it holds lab_1, this page lab_0
     other_context = browser.new_context(viewport={"width": 1280, "height": 900})
-    other = other_context.new_page()
-    other.set_default_timeout(TIMEOUT_MS)
+    other = watched(other_context.new_page(), TIMEOUT_MS)
     try:
         page.goto(links["lab_0"])
         other.goto(links["lab_1"])
@@ -502,7 +495,7 @@ def test_two_browsers_hold_two_seats_of_one_match(page: Any, browser: Any, base_
         assert "from lab_1" in page.inner_text("#match-observation")
         assert links["lab_0"].split("token=")[1] not in other.content()
         shot(other, "match-seat")
-        assert page.problems == []
+        assert page.problems == [] and other.problems == []
     finally:
         other_context.close()
 

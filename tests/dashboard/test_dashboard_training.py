@@ -18,7 +18,7 @@ import httpx
 import pytest
 from fastapi.testclient import TestClient
 
-from dashboard_helpers import PIPELINE_TASK, pipeline_store
+from dashboard_helpers import PIPELINE_TASK, pipeline_store, watched
 from gpu_arena.evaluation.store import load_replay, load_returns
 from gpu_arena.server.app import create_arena_app
 from gpu_arena.training.runlog import connect as connect_runs
@@ -210,13 +210,7 @@ def page(store: Path) -> Iterator[Any]:
     with running_server(settings_for(store)) as url, sync_playwright() as pw:  # 127.0.0.1 only
         browser = pw.chromium.launch(executable_path=CHROMIUM, headless=True, timeout=TIMEOUT_MS)
         try:
-            p = browser.new_page(viewport={"width": 1280, "height": 900})
-            p.set_default_timeout(TIMEOUT_MS)
-            problems: list[str] = []
-            p.on("console", lambda m: problems.append(f"console.{m.type}: {m.text}") if m.type in ("error", "warning") else None)
-            p.on("pageerror", lambda e: problems.append(f"pageerror: {e}"))
-            p.on("requestfailed", lambda r: problems.append(f"request failed: {r.url}"))
-            p.problems = problems
+            p = watched(browser.new_page(viewport={"width": 1280, "height": 900}), TIMEOUT_MS)
             p.base_url = url
             p.goto(url + "/")
             p.wait_for_selector("body[data-ready=true]")
