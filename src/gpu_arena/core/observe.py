@@ -79,25 +79,32 @@ class SeatAids:
         self._offer_inputs = offer_inputs  # offer id -> (blocks it gets, ids it gives, money it gets)
         self._offers: dict[str, float] = {}
 
-    def market(self, block_id: str) -> tuple[float | None, str | None]:
-        """(marginal value, best job) of a market block: all of the seat's market blocks are priced
-        together on the first read (one array pass over the frontier)."""
+    def market_prices(self) -> dict[str, tuple[float | None, str | None]]:
+        """(marginal value, best job) of every market block priced for the seat, all priced together
+        on the first call (one array pass over the frontier)."""
         if self._market is None:
-            ids = list(self._market_keys)
             prices = self.valuer.prices_of(list(self._market_keys.values()))
             self._market = {}
-            for bid, (net, job) in zip(ids, prices, strict=True):
+            for bid, (net, job) in zip(self._market_keys, prices, strict=True):
                 mv = net - self.base_net
                 self._market[bid] = (mv, job if mv > 1e-9 else None)
-        return self._market.get(block_id, _UNPRICED)
+        return self._market
 
-    def owned(self, block_id: str) -> float | None:
-        """Marginal value of one of the seat's blocks: Φ with it − Φ without it (None: not plannable).
-        All of its blocks are priced together on the first read (the base plan solved once)."""
+    def market(self, block_id: str) -> tuple[float | None, str | None]:
+        """(marginal value, best job) of one market block ((None, None): not priced for the seat)."""
+        return self.market_prices().get(block_id, _UNPRICED)
+
+    def owned_values(self) -> dict[str, float]:
+        """Marginal value of each of the seat's plannable blocks: Φ with it − Φ without it, all
+        priced together on the first call (the base plan solved once)."""
         if self._owned is None:
             ids = [b.block_id for b in self.valuer.blocks]
             self._owned = {bid: self.base_net - net for bid, net in zip(ids, self.valuer.nets_without_each(), strict=True)}
-        return self._owned.get(block_id)
+        return self._owned
+
+    def owned(self, block_id: str) -> float | None:
+        """Marginal value of one of the seat's blocks (None: not plannable)."""
+        return self.owned_values().get(block_id)
 
     def offer(self, offer_id: str) -> float:
         """Change of the seat's Φ if the offer settled now."""
@@ -322,9 +329,7 @@ def observe(world: World, lab_id: str, *, last_result: ResultView | None = None,
                           for row in mine)
             market = tuple(_lazy(_MarketBlock, seat, view) for view in index.plain_market(lab_id))
         else:
-            seat.market("")  # price them all now: every aid is read
-            seat.owned("")
-            prices, values = seat._market or {}, seat._owned or {}
+            prices, values = seat.market_prices(), seat.owned_values()  # every aid is read: price them all now
             cache = index.cache
             owned = tuple(cache.priced(("own", lab_id, row[0]), row, values.get(row[0]), assignment.get(row[0]))
                           for row in mine)
