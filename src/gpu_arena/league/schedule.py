@@ -13,7 +13,6 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 
-from ..core.tasks import task_params
 from ..core.worldgen import generate_world, world_seed
 
 SELF_PLAY_EVERY = 5  # match k is self-play when k % SELF_PLAY_EVERY == SELF_PLAY_EVERY - 1
@@ -57,6 +56,3 @@ def scheduled(entrants: list[str], tasks: list[str], seed: int, index: int) -> L
     seats = rng.sample(labs, len(chosen))
     return LeagueMatch(index, task, SPLIT, world, tuple(sorted(zip(seats, chosen, strict=True))), False)
 
-
-def most_labs(task: str) -> int:
-    return task_params(task, SPLIT).n_labs[1]
