@@ -219,7 +219,9 @@ class GpuArenaEnv(Environment[ArenaAction, ArenaObservation, ArenaState]):
 
     def _observe(self) -> ArenaObservation:
         assert self._episode is not None
-        view = self._episode.observe(self._seat)
+        # the aids are priced as they are read (all of them when the observation is serialised):
+        # an in-process driver that never reads an offer's value never pays for it
+        view = self._episode.observe(self._seat, lazy=True)
         return observation_from_view(view, metadata={
             "episode_id": self._episode_id, "seed": self._seed, "task": view.task, "split": view.split,
             "step": self._step_count})

@@ -11,6 +11,7 @@ from openenv.core.env_server.types import Observation
 
 from gpu_arena import ArenaAction, ArenaObservation, GpuArenaEnv
 from gpu_arena.core.types import REWARD_COLUMNS, TASKS
+from gpu_arena.models import observation_from_view
 from gpu_arena.policies import make_policy, policy_names
 
 
@@ -220,3 +221,21 @@ def test_observation_round_trips_through_json_and_has_a_schema():
         schema["properties"])
     with pytest.raises(ValueError):
         ArenaObservation.model_validate({"owned_blocks": [{"block_id": 3}]})
+
+
+def test_the_observation_prices_its_aids_when_read_to_the_eager_numbers():
+    # step returns the seat's view with its decision aids priced on first read; read (or
+    # serialised) they are the numbers the eager view computes, and it never warns on the wire
+    env = GpuArenaEnv(task="coalition_market")
+    obs = env.reset(seed=3)
+    driver = make_policy("random_valid", seed=3, invalid_rate=0.1)
+    steps = 0
+    while not obs.done:
+        episode = env.episode
+        assert episode is not None
+        eager = observation_from_view(episode.observe(env.seat, aids=True, lazy=False))
+        assert obs.model_dump(exclude={"metadata"}) == eager.model_dump(exclude={"metadata"})
+        assert json.loads(obs.model_dump_json())["owned_blocks"] == json.loads(eager.model_dump_json())["owned_blocks"]
+        obs = env.step(driver.act(obs))
+        steps += 1
+    assert steps > 3
