@@ -42,7 +42,7 @@ from .types import (
     RejectedAction,
     World,
 )
-from .valuation import LabValuer, potential_parts
+from .valuation import LabValuer, parts_of, potential_parts
 from .views import EMPTY, ResultView, SeatView
 from .welfare import social_optimum
 from .worldgen import generate_world
@@ -254,7 +254,7 @@ class Episode:
         self.world.version += 1  # an event just happened: cached valuations are stale
         targets = self.world.labs if self.strict else labs
         for lid in targets:
-            v, m = potential_parts(self.world, lid, self.valuer(lid).plan())
+            v, m = parts_of(self.world, lid, *self.valuer(lid).totals())
             pv, pm = self.phi[lid]
             led = self._ledger[lid]
             led[vcol] += v - pv

@@ -120,6 +120,16 @@ class LabValuer:
         assignment = {b.block_id: self.jobs[k].job_id for b, k in zip(blocks, choices, strict=True) if k >= 0}
         return Plan(value, energy, assignment)
 
+    def totals(self) -> tuple[float, float]:
+        """(value, energy) of :meth:`plan`, without building its assignment (the ledger's re-pricing
+        after every event needs no more)."""
+        if not self.jobs:
+            return 0.0, 0.0
+        if self._base is not None:
+            return self._base[0], self._base[1]
+        value, energy, _choices = solve(self.block_keys, self.job_keys, max(0.0, self.budget + 0.0))
+        return value, energy
+
     def _keys(self, drop: set[str], extra: list[BlockKey]) -> tuple[BlockKey, ...]:
         """The keys of its blocks but ``drop``, then ``extra``'s (read from the keys taken when the
         valuer was built, never from the blocks again: a valuer prices the state it was built on)."""
@@ -224,12 +234,15 @@ def potential_parts(world: World, lab_id: str, plan: Plan | None = None) -> tupl
     value: realised job value + value reachable by the best plan + coalition shares.
     money: budget − energy the best plan would still pay.
     """
-    lab = world.labs[lab_id]
     if plan is None:
         plan = best_allocation(world, lab_id)
-    value = lab.realized_value + plan.value + member_share_value(world, lab_id)
-    money = lab.budget - plan.energy
-    return value, money
+    return parts_of(world, lab_id, plan.value, plan.energy)
+
+
+def parts_of(world: World, lab_id: str, plan_value: float, plan_energy: float) -> tuple[float, float]:
+    """:func:`potential_parts` given the best plan's value and energy (:meth:`LabValuer.totals`)."""
+    lab = world.labs[lab_id]
+    return lab.realized_value + plan_value + member_share_value(world, lab_id), lab.budget - plan_energy
 
 
 def potential(world: World, lab_id: str, valuer: LabValuer | None = None) -> float:
