@@ -67,13 +67,13 @@ class SeatAids:
     eager computation gives (tests/core/test_fast_paths.py).
     """
 
-    __slots__ = ("_market", "_market_keys", "_offer_inputs", "_offers", "_owned", "base_net", "valuer")
+    __slots__ = ("_market", "_offer_inputs", "_offers", "_owned", "base_net", "priced", "valuer")
 
     def __init__(self, valuer: LabValuer, base_net: float, market_keys: dict[str, BlockKey],
                  offer_inputs: dict[str, tuple[list[tuple[int, BlockKey]], tuple[str, ...], float]]) -> None:
         self.valuer = valuer
         self.base_net = base_net
-        self._market_keys = market_keys  # block id -> key, for the market blocks priced for this seat
+        self.priced = market_keys  # block id -> key, for the market blocks priced for this seat
         self._market: dict[str, tuple[float | None, str | None]] | None = None
         self._owned: dict[str, float] | None = None
         self._offer_inputs = offer_inputs  # offer id -> (blocks it gets, ids it gives, money it gets)
@@ -83,9 +83,9 @@ class SeatAids:
         """(marginal value, best job) of every market block priced for the seat, all priced together
         on the first call (one array pass over the frontier)."""
         if self._market is None:
-            prices = self.valuer.prices_of(list(self._market_keys.values()))
+            prices = self.valuer.prices_of(list(self.priced.values()))
             self._market = {}
-            for bid, (net, job) in zip(self._market_keys, prices, strict=True):
+            for bid, (net, job) in zip(self.priced, prices, strict=True):
                 mv = net - self.base_net
                 self._market[bid] = (mv, job if mv > 1e-9 else None)
         return self._market
@@ -303,9 +303,8 @@ def observe(world: World, lab_id: str, *, last_result: ResultView | None = None,
         index = WorldIndex(world)
     if valuer is None:
         valuer = index.valuer(lab_id)
-    plan = valuer.plan()
-    base_net = plan.net
-    assignment = plan.assignment
+    value, energy, assignment = valuer.best()
+    base_net = value - energy  # as Plan.net
 
     mine = index.owned.get(lab_id, ())
     offers = [o for o in world.offers.values() if o.status == OfferStatus.OPEN and lab_id in (o.sender, o.target)]
@@ -324,10 +323,16 @@ def observe(world: World, lab_id: str, *, last_result: ResultView | None = None,
         seat = SeatAids(valuer, base_net, {row[0]: key for owner, row, key in index.market
                                            if key is not None and owner != lab_id}, inputs)
         if lazy:
-            owned = tuple(_lazy(_OwnedBlock, seat, index.cache.view(("own", row[0]), BlockView,
-                                                                     (*row, None, assignment.get(row[0]))))
+            # only blocks the seat's aids price get a proxy: any other's aids are None in every
+            # view, so its plain view is already the whole answer
+            plannable = {b.block_id for b in valuer.blocks}
+            cached = index.cache.view
+            owned = tuple(_lazy(_OwnedBlock, seat, cached(("own", row[0]), BlockView, (*row, None, assignment.get(row[0]))))
+                          if row[0] in plannable else cached(("own", row[0]), BlockView, (*row, None, assignment.get(row[0])))
                           for row in mine)
-            market = tuple(_lazy(_MarketBlock, seat, view) for view in index.plain_market(lab_id))
+            priced = seat.priced
+            market = tuple(_lazy(_MarketBlock, seat, v) if v.block_id in priced else v
+                           for v in index.plain_market(lab_id))
         else:
             prices, values = seat.market_prices(), seat.owned_values()  # every aid is read: price them all now
             cache = index.cache

@@ -108,17 +108,25 @@ class LabValuer:
         drop = set(without)
         extra = [b for b in extra if b.start_round > self.round_index]
         if not drop and not extra and not money:
-            if self._base is None:
-                value, energy, choices = solve(self.block_keys, self.job_keys, max(0.0, self.budget + money))
-                self._base = (value, energy, {b.block_id: self.jobs[k].job_id
-                                              for b, k in zip(self.blocks, choices, strict=True) if k >= 0})
-            value, energy, assignment = self._base
+            value, energy, assignment = self.best()
             return Plan(value, energy, dict(assignment))  # a fresh dict: callers may keep or change it
         blocks = [b for b in self.blocks if b.block_id not in drop] + extra
         keys = self._keys(drop, [block_key(b) for b in extra])
         value, energy, choices = solve(keys, self.job_keys, max(0.0, self.budget + money))
         assignment = {b.block_id: self.jobs[k].job_id for b, k in zip(blocks, choices, strict=True) if k >= 0}
         return Plan(value, energy, assignment)
+
+    def best(self) -> tuple[float, float, Mapping[str, str]]:
+        """:meth:`plan` as (value, energy, assignment), solved once per valuer; the assignment is
+        the valuer's own (read it, never change it: :meth:`plan` hands out copies)."""
+        if self._base is None:
+            if not self.jobs:
+                self._base = (0.0, 0.0, {})
+            else:
+                value, energy, choices = solve(self.block_keys, self.job_keys, max(0.0, self.budget + 0.0))
+                self._base = (value, energy, {b.block_id: self.jobs[k].job_id
+                                              for b, k in zip(self.blocks, choices, strict=True) if k >= 0})
+        return self._base
 
     def totals(self) -> tuple[float, float]:
         """(value, energy) of :meth:`plan`, without building its assignment (the ledger's re-pricing
