@@ -281,6 +281,30 @@ def test_batched_what_if_prices_equal_the_scalar_scan(blocks, jobs, extras, budg
     assert [V.with_extra(blocks, jobs, e, budget) for e in extras] == expected
 
 
+@settings(max_examples=400)
+@given(st.lists(block_keys, max_size=7).map(tuple), st.lists(job_keys, min_size=1, max_size=3).map(tuple),
+       st.lists(block_keys, min_size=1, max_size=8))
+def test_grouped_what_if_prices_equal_the_scalar_scan_or_step_aside(blocks, jobs, extras):
+    # under a budget that binds no state, one candidate per (job, hours) group gives the scan's
+    # answer, ties included, or None (a near-tie it cannot settle), never another answer
+    fresh()
+    fr = V._frontier(blocks, jobs)
+    for extra in extras:
+        got = V._grouped(fr, extra)
+        assert got is None or got == ref_with_extra(blocks, jobs, extra, float("inf"))
+
+
+def test_grouped_prices_settle_exact_ties_and_step_aside_from_near_ties():
+    jobs = ((4, 0, 9, 0.0, 10.0, 0.0), (4, 0, 9, 0.0, 10.0, 0.0))
+    fresh()
+    # two equal jobs: completing either is worth the same, and the scan keeps the first job
+    fr = V._frontier((), jobs)
+    assert V._grouped(fr, (4, 3, 0.9, 1.0)) == ref_with_extra((), jobs, (4, 3, 0.9, 1.0), float("inf")) == (9.0, 0)
+    # "use it" worth 6e-13 more than "leave it": the scan keeps "leave it", a maximum would not
+    one = ((4, 0, 9, 0.0, 10.0, 0.0),)
+    assert V._grouped(V._frontier((), one), (4, 3, 0.9, 10.0 - 6e-13)) is None
+
+
 def test_near_ties_are_replayed_by_the_scalar_rule():
     # two candidates 0.6e-12 apart: the scalar rule keeps the first, a plain maximum the second
     row = [1.0, -float("inf"), 1.0 + 6e-13, 0.5]

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from functools import lru_cache
+from typing import Any
 
 import numpy as np
 
@@ -105,8 +106,8 @@ class _Frontier:
     block prices by block and budget).
     """
 
-    __slots__ = ("_arrays", "_states", "_vals", "base", "codes", "extras", "jobs", "max_energy", "neg_e", "parents",
-                 "radix", "solved")
+    __slots__ = ("_arrays", "_groups", "_states", "_vals", "base", "codes", "extras", "jobs", "max_energy", "neg_e",
+                 "parents", "radix", "solved")
 
     def __init__(self, blocks: tuple[BlockKey, ...], jobs: tuple[JobKey, ...]) -> None:
         self.jobs = jobs
@@ -125,6 +126,7 @@ class _Frontier:
         self.solved: dict[float, tuple[float, float, tuple[int, ...]]] = {}
         self.extras: dict[tuple[BlockKey, float], tuple[float, int]] = {}
         self._arrays: tuple[np.ndarray, ...] | None = None
+        self._groups: _Groups | None = None
 
     @property
     def states(self) -> tuple[tuple[int, ...], ...]:
@@ -185,6 +187,88 @@ class _Frontier:
         return self._arrays
 
 
+    def groups(self) -> _Groups:
+        """The frontier summarised for pricing extra blocks under a budget that binds no state.
+
+        A candidate of the what-if scan is "state s, no job" (worth base + neg_e) or "state s,
+        job k" (worth base + gain + neg_e − energy, where the gain depends on the block and on s's
+        hours for job k alone). So among the states with the same hours for job k only the one with
+        the largest base + neg_e can win for job k: per job and hours, the top (its value and first
+        state) and the runner-up value; the same for "no job" over all states. ``scale`` bounds the
+        magnitudes, for :func:`_grouped`'s rounding argument.
+        """
+        if self._groups is None:
+            reqs = [j[0] for j in self.jobs]
+            nojob = [-INF, -1, -INF]
+            per_job: list[dict[int, list[Any]]] = [{} for _ in self.jobs]
+            for i, (state, neg_e, base) in enumerate(zip(self.states, self.neg_e, self.base, strict=True)):
+                v = base + neg_e
+                if v > nojob[0]:
+                    nojob[2], nojob[0], nojob[1] = nojob[0], v, i
+                elif v > nojob[2]:
+                    nojob[2] = v
+                for k, h in enumerate(state):
+                    if h >= reqs[k]:
+                        continue  # the scan never offers job k an extra block in a state that fills it
+                    g = per_job[k].get(h)
+                    if g is None:
+                        per_job[k][h] = [v, i, -INF]
+                    elif v > g[0]:
+                        g[2], g[0], g[1] = g[0], v, i
+                    elif v > g[2]:
+                        g[2] = v  # a tie with the top lands here too: it makes the pair unsure
+            scale = max([abs(x) for x in self.base] + [abs(x) for x in self.neg_e] + [abs(j[4]) for j in self.jobs])
+            self._groups = (tuple(nojob), tuple({h: tuple(g) for h, g in d.items()} for d in per_job), scale)
+        return self._groups
+
+
+# (top, its first state, runner-up) for "no job"; per job, hours -> the same; the largest magnitude
+_Groups = tuple[tuple[float, int, float], tuple[dict[int, tuple[float, int, float]], ...], float]
+# how far below the best every other candidate must lie for the grouped answer to be the scan's
+_CLEAR = 1e-9
+
+
+def _grouped(fr: _Frontier, extra: BlockKey) -> tuple[float, int] | None:
+    """:func:`_scan_extra` under a budget that binds no state, from :meth:`_Frontier.groups`: one
+    candidate per (job, hours) group instead of one per state, or None where it cannot be sure.
+
+    The scan keeps a candidate only if it beats the best so far by more than 1e-12, so its answer
+    is the first candidate of the largest value provided that every candidate of another value lies
+    clearly below it (:data:`_CLEAR`). The winner's value is computed by the scan's own expression on its
+    own state, so it is the same float; candidates hidden behind a group's top are bounded by the
+    runner-up's value (within rounding, far below :data:`_CLEAR` at magnitudes under 1e5). Ties
+    and near-ties return None: the caller scans.
+    """
+    nojob, per_job, scale = fr.groups()
+    hours, end, rel, energy = extra
+    if scale > 1e5 or abs(energy) > 1e5:
+        return None
+    best, first = nojob[0], (nojob[1], 0)  # the best value and its first candidate: (state, place in the state)
+    runner = nojob[2]
+    base, neg_e = fr.base, fr.neg_e
+    for k, (req, _f, deadline, min_rel, value, pc) in enumerate(fr.jobs):
+        if not (end <= deadline and rel >= min_rel and value > 0 and req > 0):
+            continue
+        for h, (_top, i, second) in per_job[k].items():
+            gain = job_value(value, req, pc, min(h + hours, req)) - job_value(value, req, pc, h)
+            cand = base[i] + gain + neg_e[i] - energy
+            hidden = second + gain - energy
+            if hidden > runner:
+                runner = hidden
+            if cand > best:
+                if best > runner:
+                    runner = best
+                best, first = cand, (i, 1 + k)
+            elif cand == best:
+                # an exact tie: the scan keeps the earlier (state, then "no job" before each job in order)
+                first = min(first, (i, 1 + k))
+            elif cand > runner:
+                runner = cand
+    if runner >= best - _CLEAR:
+        return None
+    return best, first[1] - 1
+
+
 @lru_cache(maxsize=1 << 13)
 def _frontier(blocks: tuple[BlockKey, ...], jobs: tuple[JobKey, ...]) -> _Frontier:
     return _Frontier(blocks, jobs)
@@ -205,7 +289,8 @@ def with_extra(blocks: tuple[BlockKey, ...], jobs: tuple[JobKey, ...], extra: Bl
     key = (extra, fr.budget_for(budget, extra[3]))
     hit = fr.extras.get(key)
     if hit is None:
-        hit = fr.extras[key] = _scan_extra(fr, extra, key[1])
+        hit = (_grouped(fr, extra) if key[1] == INF else None) or _scan_extra(fr, extra, key[1])
+        fr.extras[key] = hit
     return hit
 
 
@@ -249,6 +334,14 @@ def with_extras(blocks: tuple[BlockKey, ...], jobs: tuple[JobKey, ...], extras: 
     fr = _frontier(blocks, jobs)
     keys = [(e, fr.budget_for(budget, e[3])) for e in extras]
     missing = [k for k in dict.fromkeys(keys) if k not in fr.extras]
+    unsure = []
+    for key in missing:
+        hit = _grouped(fr, key[0]) if key[1] == INF else None
+        if hit is None:
+            unsure.append(key)
+        else:
+            fr.extras[key] = hit
+    missing = unsure
     if missing:
         if len(missing) * len(fr.states) * max(1, len(jobs)) < _BATCH_MIN:
             for key in missing:
