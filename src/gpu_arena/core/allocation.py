@@ -199,14 +199,14 @@ class _Frontier:
         """
         if self._groups is None:
             reqs = [j[0] for j in self.jobs]
-            nojob = [-INF, -1, -INF]
+            top, first, second = -INF, -1, -INF  # "no job"
             per_job: list[dict[int, list[Any]]] = [{} for _ in self.jobs]
             for i, (state, neg_e, base) in enumerate(zip(self.states, self.neg_e, self.base, strict=True)):
                 v = base + neg_e
-                if v > nojob[0]:
-                    nojob[2], nojob[0], nojob[1] = nojob[0], v, i
-                elif v > nojob[2]:
-                    nojob[2] = v
+                if v > top:
+                    top, first, second = v, i, top
+                elif v > second:
+                    second = v
                 for k, h in enumerate(state):
                     if h >= reqs[k]:
                         continue  # the scan never offers job k an extra block in a state that fills it
@@ -218,8 +218,10 @@ class _Frontier:
                     elif v > g[2]:
                         g[2] = v  # a tie with the top lands here too: it makes the pair unsure
             scale = max([abs(x) for x in self.base] + [abs(x) for x in self.neg_e] + [abs(j[4]) for j in self.jobs])
-            self._groups = (tuple(nojob), tuple({h: tuple(g) for h, g in d.items()} for d in per_job), scale)
-        return self._groups
+            groups: _Groups = ((top, first, second),
+                               tuple({h: (g[0], g[1], g[2]) for h, g in d.items()} for d in per_job), scale)
+            self._groups = groups
+        return groups if self._groups is None else self._groups
 
 
 # (top, its first state, runner-up) for "no job"; per job, hours -> the same; the largest magnitude
