@@ -218,10 +218,9 @@ class _Frontier:
                     elif v > g[2]:
                         g[2] = v  # a tie with the top lands here too: it makes the pair unsure
             scale = max([abs(x) for x in self.base] + [abs(x) for x in self.neg_e] + [abs(j[4]) for j in self.jobs])
-            groups: _Groups = ((top, first, second),
-                               tuple({h: (g[0], g[1], g[2]) for h, g in d.items()} for d in per_job), scale)
-            self._groups = groups
-        return groups if self._groups is None else self._groups
+            self._groups = ((top, first, second),
+                            tuple({h: (g[0], g[1], g[2]) for h, g in d.items()} for d in per_job), scale)
+        return self._groups
 
 
 # (top, its first state, runner-up) for "no job"; per job, hours -> the same; the largest magnitude
