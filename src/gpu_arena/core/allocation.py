@@ -34,9 +34,10 @@ def job_value(value: float, required: int, partial_credit: float, hours: float) 
 # DP states are the capped valid hours per job, packed into one int (mixed radix: job k's hours
 # times the product of (cap + 1) of the jobs before it): cheaper to build and hash than tuples
 Frontier = dict[int, float]  # state -> minus the least energy that reaches it
-# per block: state -> (previous state, job) for the states that block reached or improved; a state
-# missing from a block's map came through it unchanged (the block serves no job on that path)
-Parents = tuple[dict[int, tuple[int, int]], ...]
+# per block: state -> previous state × (number of jobs) + job, for the states that block reached or
+# improved; a state missing from a block's map came through it unchanged (the block serves no job on
+# that path). Plain ints: a map of ints is never tracked by the garbage collector, one of tuples is.
+Parents = tuple[dict[int, int], ...]
 
 
 def _radix(jobs: tuple[JobKey, ...]) -> tuple[tuple[int, int], ...]:
@@ -60,13 +61,14 @@ def _dp(blocks: tuple[BlockKey, ...], jobs: tuple[JobKey, ...],
     """
     frontier: Frontier = {sum(min(j[1], j[0]) * m for j, (m, _r) in zip(jobs, radix, strict=True)): 0.0}
     parents = []
+    n_jobs = len(jobs)
     for hours, end, rel, energy in blocks:
         options = [
             (k, mult, r, req)
             for k, ((req, _f, deadline, min_rel, value, _pc), (mult, r)) in enumerate(zip(jobs, radix, strict=True))
             if end <= deadline and rel >= min_rel and value > 0 and req > 0
         ]
-        par: dict[int, tuple[int, int]] = {}
+        par: dict[int, int] = {}
         parents.append(par)
         if not options:
             continue  # the block serves no job: every state passes through unchanged
@@ -83,7 +85,7 @@ def _dp(blocks: tuple[BlockKey, ...], jobs: tuple[JobKey, ...],
                 old = get(ns)
                 if old is None or ne > old + 1e-12:
                     nxt[ns] = ne
-                    par[ns] = (state, k)
+                    par[ns] = state * n_jobs + k
         frontier = nxt
     return frontier, tuple(parents)
 
@@ -169,10 +171,11 @@ class _Frontier:
         assert best_i >= 0  # assigning nothing costs nothing and is always in the frontier
         choices = [-1] * len(self.parents)
         state = self.codes[best_i]
+        n_jobs = len(self.jobs)
         for i in range(len(self.parents) - 1, -1, -1):
             step = self.parents[i].get(state)
             if step is not None:  # else the state came through block i unchanged: it serves no job
-                state, choices[i] = step
+                state, choices[i] = divmod(step, n_jobs)
         out = self.solved[budget] = (best_value, best_value - best_total, tuple(choices))
         return out
 
