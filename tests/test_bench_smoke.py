@@ -23,6 +23,13 @@ def test_core_floor_is_part_of_a_step(task: str) -> None:
     assert floor["floor_steps_per_s"] > step["env_steps_per_s"]
 
 
+def test_the_default_floor_is_part_of_a_default_step() -> None:
+    floor = bench_core.bench_floor_default("coalition_market", 0.3)
+    step = bench_core.bench_env_default("coalition_market", 0.3)
+    assert all(floor[k] > 0 for k in ("floor_default_views_us", "floor_default_acts_us", "floor_default_wrap_us"))
+    assert floor["floor_default_steps_per_s"] > step["env_default_steps_per_s"]
+
+
 def test_the_anchored_step_is_measured_against_the_default_opponents() -> None:
     row = bench_core.bench_env_default("market_round", 0.3)
     assert row["env_default_steps"] > 0 and row["env_default_steps_per_s"] > 0
