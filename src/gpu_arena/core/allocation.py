@@ -189,7 +189,6 @@ class _Frontier:
                             np.array(self.base, dtype=np.float64))
         return self._arrays
 
-
     def groups(self) -> _Groups:
         """The frontier summarised for pricing extra blocks under a budget that binds no state.
 
@@ -238,10 +237,10 @@ def _grouped(fr: _Frontier, extra: BlockKey) -> tuple[float, int] | None:
 
     The scan keeps a candidate only if it beats the best so far by more than 1e-12, so its answer
     is the first candidate of the largest value provided that every candidate of another value lies
-    clearly below it (:data:`_CLEAR`). The winner's value is computed by the scan's own expression on its
-    own state, so it is the same float; candidates hidden behind a group's top are bounded by the
-    runner-up's value (within rounding, far below :data:`_CLEAR` at magnitudes under 1e5). Ties
-    and near-ties return None: the caller scans.
+    clearly below it (:data:`_CLEAR`). The winner's value is computed by the scan's own expression
+    on its own state, so it is the same float; exact ties go to the candidate the scan meets first;
+    candidates hidden behind a group's top are bounded by the runner-up's value (within rounding,
+    far below :data:`_CLEAR` at magnitudes under 1e5). A near-tie returns None: the caller scans.
     """
     nojob, per_job, scale = fr.groups()
     hours, end, rel, energy = extra

@@ -63,7 +63,8 @@ class SeatAids:
     """One seat's decision aids in one state, each priced on first read and then kept.
 
     Holds the seat's :class:`LabValuer` (whose prices depend only on what it captured when it was
-    built) and, per offer, the inputs of its what-if plan. Reads are exact: the same numbers the
+    built), ``priced`` (block id -> valuation key of each market block priced for the seat: those
+    it could still come to hold) and, per offer, the inputs of its what-if plan. Reads are exact: the same numbers the
     eager computation gives (tests/core/test_fast_paths.py).
     """
 
@@ -81,7 +82,7 @@ class SeatAids:
 
     def market_prices(self) -> dict[str, tuple[float | None, str | None]]:
         """(marginal value, best job) of every market block priced for the seat, all priced together
-        on the first call (one array pass over the frontier)."""
+        on the first call (:meth:`LabValuer.prices_of`)."""
         if self._market is None:
             prices = self.valuer.prices_of(list(self.priced.values()))
             self._market = {}
@@ -326,10 +327,8 @@ def observe(world: World, lab_id: str, *, last_result: ResultView | None = None,
             # only blocks the seat's aids price get a proxy: any other's aids are None in every
             # view, so its plain view is already the whole answer
             plannable = {b.block_id for b in valuer.blocks}
-            cached = index.cache.view
-            owned = tuple(_lazy(_OwnedBlock, seat, cached(("own", row[0]), BlockView, (*row, None, assignment.get(row[0]))))
-                          if row[0] in plannable else cached(("own", row[0]), BlockView, (*row, None, assignment.get(row[0])))
-                          for row in mine)
+            plain = [index.cache.view(("own", row[0]), BlockView, (*row, None, assignment.get(row[0]))) for row in mine]
+            owned = tuple(_lazy(_OwnedBlock, seat, v) if v.block_id in plannable else v for v in plain)
             priced = seat.priced
             market = tuple(_lazy(_MarketBlock, seat, v) if v.block_id in priced else v
                            for v in index.plain_market(lab_id))
