@@ -49,3 +49,54 @@ def allow_web_interface_if_wanted() -> None:
 
 
 skip_web_interface()
+
+
+# OpenEnv's environment contract: the two modules an environment needs (its base class and the wire
+# types), which import nothing heavier than pydantic
+CONTRACT = ("openenv.core.env_server.types", "openenv.core.env_server.interfaces")
+_PACKAGES = ("openenv.core", "openenv.core.env_server")
+
+
+def import_contract() -> bool:
+    """Import OpenEnv's environment contract without OpenEnv's server; True if it did.
+
+    ``openenv.core`` imports ``openenv.core.env_server``, whose ``__init__`` imports OpenEnv's HTTP
+    server and with it FastAPI, FastMCP, MCP and beartype: about 1,000 modules, 70,000 objects that
+    live as long as the process (and that every full garbage collection walks again), and 0.6 s,
+    for a process that only steps an environment in-process (a trainer, an evaluation worker).
+
+    Python imports a submodule without running its package's ``__init__`` when the package is
+    already in ``sys.modules``. So the two packages stand in as empty modules whose ``__path__`` is
+    the real folder while the contract's two modules are imported, and are removed right after. A
+    later ``import openenv.core`` (the server, the client) runs the real ``__init__`` files, which
+    find the two modules imported and reuse them: one ``Environment``, one ``Observation``. Nothing
+    happens when either package is already imported or ``GPU_ARENA_LEAN_IMPORT=0``; if the import
+    fails the stand-ins are removed and the caller's ordinary import runs (decision 0019).
+    """
+    if os.getenv("GPU_ARENA_LEAN_IMPORT", "1").lower() in ("0", "false", "no") or \
+            any(name in sys.modules for name in (*_PACKAGES, *CONTRACT)):
+        return False
+    import importlib
+    import types
+
+    import openenv  # its own __init__ imports nothing until asked (lazy attributes)
+
+    root = os.path.join(openenv.__path__[0], "core")
+    standins = {}
+    for name, path in zip(_PACKAGES, (root, os.path.join(root, "env_server")), strict=True):
+        standin = types.ModuleType(name)
+        standin.__path__ = [path]
+        standin.__package__ = name
+        standins[name] = sys.modules[name] = standin
+    try:
+        for name in CONTRACT:
+            importlib.import_module(name)
+        return True
+    except Exception:
+        for name in CONTRACT:
+            sys.modules.pop(name, None)  # half-imported under a stand-in: the ordinary import redoes it
+        return False
+    finally:
+        for name, standin in standins.items():
+            if sys.modules.get(name) is standin:
+                del sys.modules[name]

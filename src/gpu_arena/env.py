@@ -12,9 +12,7 @@ import uuid
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from openenv.core.env_server.interfaces import Environment
-from openenv.core.env_server.types import EnvironmentMetadata
-
+from ._openenv_contract import Environment, EnvironmentMetadata
 from .core.engine import Episode, EpisodeSnapshot
 from .core.judge import PitchJudge
 from .core.policy import Policy, policy_move

@@ -16,9 +16,9 @@ import json
 from collections.abc import Mapping
 from typing import Any, Literal, get_args
 
-from openenv.core.env_server.types import Action, Observation, State
 from pydantic import Field, ValidationError
 
+from ._openenv_contract import Action, Observation, State
 from .core.serialize import coerce_action
 from .core.types import ACTION_TYPES, REWARD_COLUMNS, RejectedAction
 from .core.types import Action as CoreAction

@@ -1,4 +1,5 @@
-"""What importing the environment and the server costs: no Gradio UI, no scipy.stats until needed.
+"""What importing the environment and the server costs: no Gradio UI, no scipy.stats until needed,
+and no OpenEnv server (FastAPI, FastMCP, ...) for a process that only steps the environment.
 
 Each check runs in a fresh interpreter, since this test process has imported everything already.
 """
@@ -13,7 +14,8 @@ import sys
 PROBE = """
 import json, sys
 {setup}
-print(json.dumps({{m: m in sys.modules for m in ("gradio", "scipy.stats", "openenv.core.env_server")}}))
+print(json.dumps({{m: m in sys.modules for m in ("gradio", "scipy.stats", "openenv.core.env_server", "fastapi",
+                                                 "openenv.core.env_server.interfaces")}}))
 """
 
 
@@ -26,11 +28,32 @@ def loaded(setup: str, **env: str) -> dict[str, bool]:
 def test_environment_and_server_skip_openenvs_gradio_ui() -> None:
     mods = loaded("from gpu_arena import GpuArenaEnv\nfrom gpu_arena.server.app import create_arena_app\n"
                   "create_arena_app()\nGpuArenaEnv().reset(seed=1)")
-    assert mods == {"gradio": False, "scipy.stats": False, "openenv.core.env_server": True}
+    assert mods == {"gradio": False, "scipy.stats": False, "openenv.core.env_server": True, "fastapi": True,
+                    "openenv.core.env_server.interfaces": True}
+
+
+def test_the_environment_takes_openenvs_contract_without_its_server() -> None:
+    mods = loaded("from gpu_arena import GpuArenaEnv\nGpuArenaEnv().reset(seed=1)")
+    assert mods == {"gradio": False, "scipy.stats": False, "openenv.core.env_server": False, "fastapi": False,
+                    "openenv.core.env_server.interfaces": True}
+
+
+def test_the_server_imported_later_shares_the_contracts_classes() -> None:
+    mods = loaded(
+        "from gpu_arena import GpuArenaEnv, ArenaObservation\n"
+        "from gpu_arena.server.app import create_arena_app\ncreate_arena_app()\n"
+        "import openenv.core.env_server as server\n"
+        "assert issubclass(GpuArenaEnv, server.Environment) and issubclass(ArenaObservation, server.Observation)\n"
+        "assert server.create_app is not None and sys.modules['openenv.core'].env_server is server")
+    assert mods["openenv.core.env_server"] is True and mods["fastapi"] is True
+
+
+def test_the_lean_import_can_be_turned_off() -> None:
+    assert loaded("import gpu_arena.env", GPU_ARENA_LEAN_IMPORT="0")["openenv.core.env_server"] is True
 
 
 def test_openenvs_own_switch_keeps_its_web_interface() -> None:
-    assert loaded("import gpu_arena.env", ENABLE_WEB_INTERFACE="true")["gradio"] is True
+    assert loaded("from gpu_arena.server.app import create_arena_app", ENABLE_WEB_INTERFACE="true")["gradio"] is True
 
 
 def test_openenv_imported_first_is_left_alone() -> None:
