@@ -1,4 +1,5 @@
-"""Import OpenEnv without its Gradio web interface, which GPU Arena never uses.
+"""Import OpenEnv without what GPU Arena never uses: its Gradio web interface (below) and, for a
+process that only steps the environment, its server package (:func:`import_contract`).
 
 ``openenv.core.env_server`` (openenv 0.10) imports its ``web_interface`` module, and with it
 Gradio, pandas and their dependencies, as soon as the package is imported, because Gradio is

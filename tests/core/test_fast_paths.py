@@ -290,7 +290,7 @@ def test_grouped_what_if_prices_equal_the_scalar_scan_or_step_aside(blocks, jobs
     fresh()
     fr = V._frontier(blocks, jobs)
     for extra in extras:
-        got = V._grouped(fr, extra)
+        got = V._grouped(fr, extra, float("inf"))
         assert got is None or got == ref_with_extra(blocks, jobs, extra, float("inf"))
 
 
@@ -299,10 +299,13 @@ def test_grouped_prices_settle_exact_ties_and_step_aside_from_near_ties():
     fresh()
     # two equal jobs: completing either is worth the same, and the scan keeps the first job
     fr = V._frontier((), jobs)
-    assert V._grouped(fr, (4, 3, 0.9, 1.0)) == ref_with_extra((), jobs, (4, 3, 0.9, 1.0), float("inf")) == (9.0, 0)
+    extra = (4, 3, 0.9, 1.0)
+    assert V._grouped(fr, extra, float("inf")) == ref_with_extra((), jobs, extra, float("inf")) == (9.0, 0)
     # "use it" worth 6e-13 more than "leave it": the scan keeps "leave it", a maximum would not
     one = ((4, 0, 9, 0.0, 10.0, 0.0),)
-    assert V._grouped(V._frontier((), one), (4, 3, 0.9, 10.0 - 6e-13)) is None
+    assert V._grouped(V._frontier((), one), (4, 3, 0.9, 10.0 - 6e-13), float("inf")) is None
+    # a budget that binds is the scan's to price
+    assert V._grouped(fr, extra, 5.0) is None
 
 
 def test_near_ties_are_replayed_by_the_scalar_rule():

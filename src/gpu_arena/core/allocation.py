@@ -231,9 +231,10 @@ _Groups = tuple[tuple[float, int, float], tuple[dict[int, tuple[float, int, floa
 _CLEAR = 1e-9
 
 
-def _grouped(fr: _Frontier, extra: BlockKey) -> tuple[float, int] | None:
-    """:func:`_scan_extra` under a budget that binds no state, from :meth:`_Frontier.groups`: one
-    candidate per (job, hours) group instead of one per state, or None where it cannot be sure.
+def _grouped(fr: _Frontier, extra: BlockKey, budget: float) -> tuple[float, int] | None:
+    """:func:`_scan_extra` under a budget that binds no state (``budget`` is ∞, see
+    :meth:`_Frontier.budget_for`), from :meth:`_Frontier.groups`: one candidate per (job, hours)
+    group instead of one per state, or None where it cannot be sure or the budget binds.
 
     The scan keeps a candidate only if it beats the best so far by more than 1e-12, so its answer
     is the first candidate of the largest value provided that every candidate of another value lies
@@ -242,6 +243,8 @@ def _grouped(fr: _Frontier, extra: BlockKey) -> tuple[float, int] | None:
     candidates hidden behind a group's top are bounded by the runner-up's value (within rounding,
     far below :data:`_CLEAR` at magnitudes under 1e5). A near-tie returns None: the caller scans.
     """
+    if budget != INF:
+        return None
     nojob, per_job, scale = fr.groups()
     hours, end, rel, energy = extra
     if scale > 1e5 or abs(energy) > 1e5:
@@ -292,7 +295,7 @@ def with_extra(blocks: tuple[BlockKey, ...], jobs: tuple[JobKey, ...], extra: Bl
     key = (extra, fr.budget_for(budget, extra[3]))
     hit = fr.extras.get(key)
     if hit is None:
-        hit = (_grouped(fr, extra) if key[1] == INF else None) or _scan_extra(fr, extra, key[1])
+        hit = _grouped(fr, extra, key[1]) or _scan_extra(fr, extra, key[1])
         fr.extras[key] = hit
     return hit
 
@@ -339,7 +342,7 @@ def with_extras(blocks: tuple[BlockKey, ...], jobs: tuple[JobKey, ...], extras: 
     missing = [k for k in dict.fromkeys(keys) if k not in fr.extras]
     unsure = []
     for key in missing:
-        hit = _grouped(fr, key[0]) if key[1] == INF else None
+        hit = _grouped(fr, *key)
         if hit is None:
             unsure.append(key)
         else:

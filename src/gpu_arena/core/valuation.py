@@ -123,7 +123,7 @@ class LabValuer:
             if not self.jobs:
                 self._base = (0.0, 0.0, {})
             else:
-                value, energy, choices = solve(self.block_keys, self.job_keys, max(0.0, self.budget + 0.0))
+                value, energy, choices = self._solve_own()
                 self._base = (value, energy, {b.block_id: self.jobs[k].job_id
                                               for b, k in zip(self.blocks, choices, strict=True) if k >= 0})
         return self._base
@@ -135,8 +135,12 @@ class LabValuer:
             return 0.0, 0.0
         if self._base is not None:
             return self._base[0], self._base[1]
-        value, energy, _choices = solve(self.block_keys, self.job_keys, max(0.0, self.budget + 0.0))
+        value, energy, _choices = self._solve_own()
         return value, energy
+
+    def _solve_own(self) -> tuple[float, float, tuple[int, ...]]:
+        """The best assignment of the valuer's own blocks at its own budget (memoised per frontier)."""
+        return solve(self.block_keys, self.job_keys, max(0.0, self.budget + 0.0))
 
     def _keys(self, drop: set[str], extra: list[BlockKey]) -> tuple[BlockKey, ...]:
         """The keys of its blocks but ``drop``, then ``extra``'s (read from the keys taken when the
@@ -191,25 +195,23 @@ class LabValuer:
         """``net(without=(b.block_id,))`` for each of this lab's plannable blocks, in order."""
         if not self.jobs:
             return [0.0] * len(self.blocks)
-        keys, budget = self.block_keys, max(0.0, self.budget + 0.0)
-        base_value, base_energy, choices = solve(keys, self.job_keys, budget)
-        return [self._net_without(i, base_value - base_energy, choices, budget) for i in range(len(keys))]
+        base_value, base_energy, choices = self._solve_own()
+        return [self._net_without(i, base_value - base_energy, choices) for i in range(len(self.block_keys))]
 
     def net_without(self, i: int) -> float:
         """``net(without=(self.blocks[i].block_id,))``, by position."""
         if not self.jobs:
             return 0.0
-        budget = max(0.0, self.budget + 0.0)
-        base_value, base_energy, choices = solve(self.block_keys, self.job_keys, budget)
-        return self._net_without(i, base_value - base_energy, choices, budget)
+        base_value, base_energy, choices = self._solve_own()
+        return self._net_without(i, base_value - base_energy, choices)
 
-    def _net_without(self, i: int, base_net: float, choices: tuple[int, ...], budget: float) -> float:
+    def _net_without(self, i: int, base_net: float, choices: tuple[int, ...]) -> float:
         if choices[i] < 0:
             # the best plan does not use block i, so it stays feasible and optimal without it:
             # no second DP (about half of a lab's blocks, and the priciest part of the aids)
             return base_net
         keys = self.block_keys
-        value, energy, _choices = solve(keys[:i] + keys[i + 1:], self.job_keys, budget)
+        value, energy, _choices = solve(keys[:i] + keys[i + 1:], self.job_keys, max(0.0, self.budget + 0.0))
         return value - energy
 
 
