@@ -3,7 +3,7 @@
 Blocks and jobs enter as plain tuples (:data:`BlockKey`, :data:`JobKey`) so results can be cached
 by value. :func:`solve` is an exact dynamic program over blocks whose state is the capped hours per
 job (capping is exact because a job's value stops growing at its requirement); a solved
-:class:`_Frontier` also prices one more block, or many (:func:`with_extras`), without solving
+:class:`Frontier` also prices one more block, or many (:func:`with_extras`), without solving
 again. :mod:`gpu_arena.core.valuation` builds a lab's plans and potential on it, and
 :mod:`gpu_arena.core.welfare` the planner's greedy allocation.
 """
@@ -33,7 +33,7 @@ def job_value(value: float, required: int, partial_credit: float, hours: float) 
 
 # DP states are the capped valid hours per job, packed into one int (mixed radix: job k's hours
 # times the product of (cap + 1) of the jobs before it): cheaper to build and hash than tuples
-Frontier = dict[int, float]  # state -> minus the least energy that reaches it
+StateMap = dict[int, float]  # state -> minus the least energy that reaches it
 # per block: state -> previous state × (number of jobs) + job, for the states that block reached or
 # improved; a state missing from a block's map came through it unchanged (the block serves no job on
 # that path). Plain ints: a map of ints is never tracked by the garbage collector, one of tuples is.
@@ -52,14 +52,14 @@ def _radix(jobs: tuple[JobKey, ...]) -> tuple[tuple[int, int], ...]:
 
 
 def _dp(blocks: tuple[BlockKey, ...], jobs: tuple[JobKey, ...],
-        radix: tuple[tuple[int, int], ...]) -> tuple[Frontier, Parents]:
+        radix: tuple[tuple[int, int], ...]) -> tuple[StateMap, Parents]:
     """Dynamic program over blocks. State: capped valid hours per job; kept: least energy to reach it.
 
     Keeping only the least energy per state is exact both for the objective (value depends on the
     state alone) and for the budget constraint on energy applied at the end. Its result is kept
     by :func:`_frontier`, per (blocks, jobs). ``radix``: ``_radix(jobs)``.
     """
-    frontier: Frontier = {sum(min(j[1], j[0]) * m for j, (m, _r) in zip(jobs, radix, strict=True)): 0.0}
+    frontier: StateMap = {sum(min(j[1], j[0]) * m for j, (m, _r) in zip(jobs, radix, strict=True)): 0.0}
     parents = []
     n_jobs = len(jobs)
     for hours, end, rel, energy in blocks:
@@ -95,7 +95,7 @@ INF = float("inf")
 _SMALL_FRONTIER = 48
 
 
-class _Frontier:
+class Frontier:
     """The solved DP of one (blocks, jobs) pair, with everything priced off it memoised.
 
     Built once per pair (see :func:`_frontier`). ``codes`` (packed) and ``states`` (hours per job)
@@ -231,9 +231,9 @@ _Groups = tuple[tuple[float, int, float], tuple[dict[int, tuple[float, int, floa
 _CLEAR = 1e-9
 
 
-def _grouped(fr: _Frontier, extra: BlockKey, budget: float) -> tuple[float, int] | None:
+def _grouped(fr: Frontier, extra: BlockKey, budget: float) -> tuple[float, int] | None:
     """:func:`_scan_extra` under a budget that binds no state (``budget`` is ∞, see
-    :meth:`_Frontier.budget_for`), from :meth:`_Frontier.groups`: one candidate per (job, hours)
+    :meth:`Frontier.budget_for`), from :meth:`Frontier.groups`: one candidate per (job, hours)
     group instead of one per state, or None where it cannot be sure or the budget binds.
 
     The scan keeps a candidate only if it beats the best so far by more than 1e-12, so its answer
@@ -283,8 +283,14 @@ _FRONTIER_CACHE = 128
 
 
 @lru_cache(maxsize=_FRONTIER_CACHE)
-def _frontier(blocks: tuple[BlockKey, ...], jobs: tuple[JobKey, ...]) -> _Frontier:
-    return _Frontier(blocks, jobs)
+def _frontier(blocks: tuple[BlockKey, ...], jobs: tuple[JobKey, ...]) -> Frontier:
+    return Frontier(blocks, jobs)
+
+
+def frontier(blocks: tuple[BlockKey, ...], jobs: tuple[JobKey, ...]) -> Frontier:
+    """The solved DP of ``blocks`` for ``jobs`` (cached by value): a caller that asks several
+    questions of the same pair keeps it, rather than hashing both key tuples for each."""
+    return _frontier(blocks, jobs)
 
 
 def solve(blocks: tuple[BlockKey, ...], jobs: tuple[JobKey, ...],
@@ -298,7 +304,11 @@ def with_extra(blocks: tuple[BlockKey, ...], jobs: tuple[JobKey, ...], extra: Bl
     """Best value − energy with one more block, from the cached frontier of ``blocks``, and the
     job index the extra block serves in that best plan (-1: it serves none). Memoised per frontier;
     :func:`with_extras` prices many blocks at once with the same results."""
-    fr = _frontier(blocks, jobs)
+    return extra_price(_frontier(blocks, jobs), extra, budget)
+
+
+def extra_price(fr: Frontier, extra: BlockKey, budget: float) -> tuple[float, int]:
+    """:func:`with_extra` on a frontier already at hand (:func:`frontier`)."""
     key = (extra, fr.budget_for(budget, extra[3]))
     hit = fr.extras.get(key)
     if hit is None:
@@ -307,7 +317,7 @@ def with_extra(blocks: tuple[BlockKey, ...], jobs: tuple[JobKey, ...], extra: Bl
     return hit
 
 
-def _scan_extra(fr: _Frontier, extra: BlockKey, budget: float) -> tuple[float, int]:
+def _scan_extra(fr: Frontier, extra: BlockKey, budget: float) -> tuple[float, int]:
     """The scalar what-if: scan the frontier once for the best use of one more block."""
     jobs = fr.jobs
     hours, end, rel, energy = extra
@@ -344,7 +354,12 @@ def with_extras(blocks: tuple[BlockKey, ...], jobs: tuple[JobKey, ...], extras: 
     1e-12" rule is replayed with a running maximum; a row where that rule could pick another
     near-tie (a candidate within 1e-12 above the best so far) is re-scanned by the scalar rule.
     """
-    fr = _frontier(blocks, jobs)
+    return extra_prices(_frontier(blocks, jobs), extras, budget)
+
+
+def extra_prices(fr: Frontier, extras: Sequence[BlockKey], budget: float) -> list[tuple[float, int]]:
+    """:func:`with_extras` on a frontier already at hand (:func:`frontier`)."""
+    jobs = fr.jobs
     keys = [(e, fr.budget_for(budget, e[3])) for e in extras]
     missing = [k for k in dict.fromkeys(keys) if k not in fr.extras]
     unsure = []
@@ -366,7 +381,7 @@ def with_extras(blocks: tuple[BlockKey, ...], jobs: tuple[JobKey, ...], extras: 
     return [fr.extras[k] for k in keys]
 
 
-def _price_extras(fr: _Frontier, extras: list[BlockKey], budget: float) -> list[tuple[float, int]]:
+def _price_extras(fr: Frontier, extras: list[BlockKey], budget: float) -> list[tuple[float, int]]:
     """The array form of :func:`_scan_extra` for many extra blocks under one budget."""
     states, neg_e, vals, base = fr.arrays()
     jobs = fr.jobs

@@ -161,14 +161,20 @@ _MarketBlock = _proxy_type(BlockView, {"marginal_value": lambda v: v._aids.marke
 _Offer = _proxy_type(OfferView, {"value_to_me": lambda v: v._aids.offer(v._base.offer_id)})
 
 
-def _lazy(cls: Any, aids: SeatAids, base: Any) -> Any:
-    view = _new(cls)
-    cls._base.__set__(view, base)
-    cls._aids.__set__(view, aids)
-    return view
+def _maker(cls: Any) -> Callable[[SeatAids, Any], Any]:
+    """The constructor of proxies of type ``cls``: (aids, plain view) -> proxy (its two slots
+    written through their own setters, fetched once here rather than per proxy)."""
+    new, set_base, set_aids = object.__new__, cls._base.__set__, cls._aids.__set__
+
+    def make(aids: SeatAids, base: Any) -> Any:
+        view = new(cls)
+        set_base(view, base)
+        set_aids(view, aids)
+        return view
+    return make
 
 
-_new = object.__new__
+_owned_proxy, _market_proxy, _offer_proxy = _maker(_OwnedBlock), _maker(_MarketBlock), _maker(_Offer)
 
 
 class ViewCache:
@@ -250,7 +256,7 @@ class WorldIndex:
                                if start > r and status in _PRICED else None))
         self.owned = owned
         self.market = market
-        self._plain: list[BlockView] | None = None
+        self._plain: list[tuple[str | None, BlockView, BlockKey | None]] | None = None
         self.hours = hours
         self.plannable = plannable
         self.jobs: dict[str, list[tuple[Any, ...]]] = {}
@@ -274,13 +280,18 @@ class WorldIndex:
                             for event in [(e.round_index, e.kind, e.text) for e in world.events[-EVENT_HISTORY:]])
         self.messages = [(m.round_index, m.sender, m.target, m.text) for m in world.messages]
 
-    def plain_market(self, lab_id: str) -> tuple[BlockView, ...]:
-        """The market as ``lab_id`` sees it without aids: one view per block, built on the first
-        request and shared by every seat of this state."""
+    def plain_rows(self) -> list[tuple[str | None, BlockView, BlockKey | None]]:
+        """The market without aids, as (owner, view, valuation key or None) per block: one view per
+        block, built on the first request and shared by every seat of this state."""
         if self._plain is None:
             view = self.cache.view
-            self._plain = [view(("market", row[0]), BlockView, (*row, None, None)) for _owner, row, _key in self.market]
-        return tuple(view for view in self._plain if view.owner != lab_id)
+            self._plain = [(owner, view(("market", row[0]), BlockView, (*row, None, None)), key)
+                           for owner, row, key in self.market]
+        return self._plain
+
+    def plain_market(self, lab_id: str) -> tuple[BlockView, ...]:
+        """The market as ``lab_id`` sees it without aids (see :meth:`plain_rows`)."""
+        return tuple(view for owner, view, _key in self.plain_rows() if owner != lab_id)
 
     def valuer(self, lab_id: str) -> LabValuer:
         """``LabValuer(world, lab_id)`` from the gathered inputs."""
@@ -321,18 +332,28 @@ def observe(world: World, lab_id: str, *, last_result: ResultView | None = None,
             gets_keys = [(b.start_round, (b.hours, b.end_round, b.reliability, b.energy_cost * b.hours))
                          for b in (world.blocks[x] for x in gets)]
             inputs[o.offer_id] = (gets_keys, tuple(gives), (o.payment - o.requested_payment) * (1 if incoming else -1))
-        seat = SeatAids(valuer, base_net, {row[0]: key for owner, row, key in index.market
-                                           if key is not None and owner != lab_id}, inputs)
         if lazy:
             # only blocks the seat's aids price get a proxy: any other's aids are None in every
             # view, so its plain view is already the whole answer
+            keys: dict[str, BlockKey] = {}
+            seat = SeatAids(valuer, base_net, keys, inputs)
+            cached = index.cache.view
             plannable = {b.block_id for b in valuer.blocks}
-            plain = [index.cache.view(("own", row[0]), BlockView, (*row, None, assignment.get(row[0]))) for row in mine]
-            owned = tuple(_lazy(_OwnedBlock, seat, v) if v.block_id in plannable else v for v in plain)
-            priced = seat.priced
-            market = tuple(_lazy(_MarketBlock, seat, v) if v.block_id in priced else v
-                           for v in index.plain_market(lab_id))
+            owned = tuple(_owned_proxy(seat, v) if v.block_id in plannable else v
+                          for v in [cached(("own", row[0]), BlockView, (*row, None, assignment.get(row[0])))
+                                    for row in mine])
+            market_views = []
+            for owner, v, key in index.plain_rows():
+                if owner != lab_id:
+                    if key is None:
+                        market_views.append(v)
+                    else:
+                        keys[v.block_id] = key
+                        market_views.append(_market_proxy(seat, v))
+            market = tuple(market_views)
         else:
+            seat = SeatAids(valuer, base_net, {row[0]: key for owner, row, key in index.market
+                                               if key is not None and owner != lab_id}, inputs)
             prices, values = seat.market_prices(), seat.owned_values()  # every aid is read: price them all now
             cache = index.cache
             owned = tuple(cache.priced(("own", lab_id, row[0]), row, values.get(row[0]), assignment.get(row[0]))
@@ -346,7 +367,7 @@ def observe(world: World, lab_id: str, *, last_result: ResultView | None = None,
                          tuple(o.block_ids), tuple(o.requested_block_ids), o.payment, o.requested_payment,
                          o.created_round, o.expires_round, ReadOnlyDict(o.conditions), o.message, o.status,
                          o.parent_offer_id, seat.offer(o.offer_id) if aids and not lazy else 0.0)
-        offer_views.append(_lazy(_Offer, seat, view) if aids and lazy else view)
+        offer_views.append(_offer_proxy(seat, view) if aids and lazy else view)
 
     coalitions: list[CoalitionView] = []
     for c in world.coalitions.values():

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from .allocation import BlockKey, job_value, solve, with_extra, with_extras
+from .allocation import BlockKey, Frontier, extra_price, extra_prices, frontier, job_value, solve
 from .types import ASSIGNED, PLANNABLE, Block, CoalitionStatus, Job, JobStatus, World
 
 
@@ -59,7 +59,7 @@ class LabValuer:
     the world changes. ``plan()`` (no what-if) is computed once per valuer.
     """
 
-    __slots__ = ("_base", "block_keys", "blocks", "budget", "job_keys", "jobs", "round_index")
+    __slots__ = ("_base", "_frontier", "block_keys", "blocks", "budget", "job_keys", "jobs", "round_index")
 
     def __init__(self, world: World, lab_id: str, budget: float | None = None) -> None:
         r = world.round_index
@@ -100,6 +100,7 @@ class LabValuer:
              j.value * owner_share(world, j), j.partial_credit)
             for j in jobs)
         self._base: tuple[float, float, dict[str, str]] | None = None
+        self._frontier: Frontier | None = None  # the DP of its own blocks, fetched on first use
 
     def plan(self, extra: Iterable[Block] = (), without: Iterable[str] = (), money: float = 0.0) -> Plan:
         """Best plan with ``extra`` blocks, without ``without``, and ``money`` added to the budget."""
@@ -138,9 +139,15 @@ class LabValuer:
         value, energy, _choices = self._solve_own()
         return value, energy
 
+    def _own(self) -> Frontier:
+        """The frontier of its own blocks and jobs, kept: one cache lookup per valuer."""
+        if self._frontier is None:
+            self._frontier = frontier(self.block_keys, self.job_keys)
+        return self._frontier
+
     def _solve_own(self) -> tuple[float, float, tuple[int, ...]]:
         """The best assignment of the valuer's own blocks at its own budget (memoised per frontier)."""
-        return solve(self.block_keys, self.job_keys, max(0.0, self.budget + 0.0))
+        return self._own().solve(max(0.0, self.budget + 0.0))
 
     def _keys(self, drop: set[str], extra: list[BlockKey]) -> tuple[BlockKey, ...]:
         """The keys of its blocks but ``drop``, then ``extra``'s (read from the keys taken when the
@@ -161,7 +168,7 @@ class LabValuer:
             start, key = extra[0]
             if start <= self.round_index:
                 return self.plan().net
-            return with_extra(self.block_keys, self.job_keys, key, self.budget)[0]
+            return extra_price(self._own(), key, self.budget)[0]
         if not self.jobs:
             return 0.0
         keys = [key for start, key in extra if start > self.round_index]
@@ -174,7 +181,7 @@ class LabValuer:
         """The job ``block`` would serve in this lab's best plan if it held it (None: no job)."""
         if not self.jobs or block.start_round <= self.round_index:
             return None
-        _best, k = with_extra(self.block_keys, self.job_keys, block_key(block), self.budget)
+        _best, k = extra_price(self._own(), block_key(block), self.budget)
         return self.jobs[k].job_id if k >= 0 else None
 
     def extra_prices(self, blocks: Sequence[Block], keys: Sequence[BlockKey] | None = None
@@ -188,7 +195,7 @@ class LabValuer:
         """:meth:`extra_prices` of blocks given by their :func:`block_key` alone."""
         if not self.jobs:
             return [(0.0, None)] * len(keys)
-        prices = with_extras(self.block_keys, self.job_keys, keys, self.budget)
+        prices = extra_prices(self._own(), keys, self.budget)
         return [(best, self.jobs[k].job_id if k >= 0 else None) for best, k in prices]
 
     def nets_without_each(self) -> list[float]:
