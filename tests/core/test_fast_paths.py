@@ -393,6 +393,32 @@ def test_views_are_shared_values_rebuilt_after_every_change():
     assert all(repr(view) == expected for view, expected in late)  # priced on the state it was taken in
 
 
+def test_a_lazy_view_prices_one_block_for_one_read_and_the_rest_on_the_next():
+    ep = Episode.new("coalition_market", "train", 5, controlled=())
+    pols = {lid: RandomPolicy(i) for i, lid in enumerate(ep.world.labs)}
+    checked = 0
+    while not ep.done:
+        for lid in ep.world.labs:
+            eager = ep.observe(lid)
+            lazy = Episode.from_snapshot(ep.snapshot(), controlled=()).observe(lid, lazy=True)
+            market = [b for b in lazy.public_market.blocks if hasattr(b, "_aids")]
+            owned = [b for b in lazy.owned_blocks if hasattr(b, "_aids")]
+            by_id = {b.block_id: b for b in (*eager.public_market.blocks, *eager.owned_blocks)}
+            for blocks, priced in ((market, lambda a: a._market), (owned, lambda a: a._owned)):
+                if len(blocks) < 2:
+                    continue
+                first = blocks[-1]
+                assert first.marginal_value == by_id[first.block_id].marginal_value
+                assert list(priced(first._aids)) == [first.block_id]  # that block alone
+                second = blocks[0]
+                assert second.marginal_value == by_id[second.block_id].marginal_value
+                assert len(priced(second._aids)) == len(blocks)  # and then all the others together
+                assert [b.marginal_value for b in blocks] == [by_id[b.block_id].marginal_value for b in blocks]
+                checked += 1
+        ep.step({lid: p.act(ep.observe(lid)) for lid, p in pols.items()})
+    assert checked >= 10
+
+
 def test_a_budget_that_binds_no_plan_shares_the_unbounded_memo():
     jobs = ((8, 0, 9, 0.0, 40.0, 0.5),)
     blocks = ((8, 3, 0.9, 2.0), (4, 4, 0.9, 1.0))

@@ -66,46 +66,74 @@ class SeatAids:
     built), ``priced`` (block id -> valuation key of each market block priced for the seat: those
     it could still come to hold) and, per offer, the inputs of its what-if plan. Reads are exact: the same numbers the
     eager computation gives (tests/core/test_fast_paths.py).
+
+    The first market block read is priced alone, and so is the first own block: a policy that
+    looks at the blocks of one offer or one auction pays for those. A second read of either kind
+    prices all the others of that kind together, as a policy scanning the market does.
     """
 
-    __slots__ = ("_market", "_offer_inputs", "_offers", "_owned", "base_net", "priced", "valuer")
+    __slots__ = ("_market", "_market_all", "_offer_inputs", "_offers", "_owned", "_owned_all", "base_net", "priced",
+                 "valuer")
 
     def __init__(self, valuer: LabValuer, base_net: float, market_keys: dict[str, BlockKey],
                  offer_inputs: dict[str, tuple[list[tuple[int, BlockKey]], tuple[str, ...], float]]) -> None:
         self.valuer = valuer
         self.base_net = base_net
         self.priced = market_keys  # block id -> key, for the market blocks priced for this seat
-        self._market: dict[str, tuple[float | None, str | None]] | None = None
-        self._owned: dict[str, float] | None = None
+        self._market: dict[str, tuple[float | None, str | None]] = {}
+        self._market_all = False
+        self._owned: dict[str, float] = {}
+        self._owned_all = False
         self._offer_inputs = offer_inputs  # offer id -> (blocks it gets, ids it gives, money it gets)
         self._offers: dict[str, float] = {}
 
+    def _price_market(self, ids: list[str]) -> None:
+        prices = self.valuer.prices_of([self.priced[bid] for bid in ids])
+        for bid, (net, job) in zip(ids, prices, strict=True):
+            mv = net - self.base_net
+            self._market[bid] = (mv, job if mv > 1e-9 else None)
+
     def market_prices(self) -> dict[str, tuple[float | None, str | None]]:
-        """(marginal value, best job) of every market block priced for the seat, all priced together
-        on the first call (:meth:`LabValuer.prices_of`)."""
-        if self._market is None:
-            prices = self.valuer.prices_of(list(self.priced.values()))
-            self._market = {}
-            for bid, (net, job) in zip(self.priced, prices, strict=True):
-                mv = net - self.base_net
-                self._market[bid] = (mv, job if mv > 1e-9 else None)
+        """(marginal value, best job) of every market block priced for the seat, those not read yet
+        priced together (:meth:`LabValuer.prices_of`)."""
+        if not self._market_all:
+            self._price_market([bid for bid in self.priced if bid not in self._market])
+            self._market_all = True
         return self._market
 
     def market(self, block_id: str) -> tuple[float | None, str | None]:
         """(marginal value, best job) of one market block ((None, None): not priced for the seat)."""
-        return self.market_prices().get(block_id, _UNPRICED)
+        hit = self._market.get(block_id)
+        if hit is None:
+            if block_id not in self.priced:
+                return _UNPRICED
+            if self._market:
+                return self.market_prices()[block_id]
+            self._price_market([block_id])
+            hit = self._market[block_id]
+        return hit
 
     def owned_values(self) -> dict[str, float]:
-        """Marginal value of each of the seat's plannable blocks: Φ with it − Φ without it, all
-        priced together on the first call (the base plan solved once)."""
-        if self._owned is None:
-            ids = [b.block_id for b in self.valuer.blocks]
-            self._owned = {bid: self.base_net - net for bid, net in zip(ids, self.valuer.nets_without_each(), strict=True)}
+        """Marginal value of each of the seat's plannable blocks: Φ with it − Φ without it, those not
+        read yet priced together (the base plan solved once)."""
+        if not self._owned_all:
+            for i, b in enumerate(self.valuer.blocks):
+                if b.block_id not in self._owned:
+                    self._owned[b.block_id] = self.base_net - self.valuer.net_without(i)
+            self._owned_all = True
         return self._owned
 
     def owned(self, block_id: str) -> float | None:
         """Marginal value of one of the seat's blocks (None: not plannable)."""
-        return self.owned_values().get(block_id)
+        hit = self._owned.get(block_id)
+        if hit is None and not self._owned_all:
+            if self._owned:
+                return self.owned_values().get(block_id)
+            for i, b in enumerate(self.valuer.blocks):
+                if b.block_id == block_id:
+                    hit = self._owned[block_id] = self.base_net - self.valuer.net_without(i)
+                    break
+        return hit
 
     def offer(self, offer_id: str) -> float:
         """Change of the seat's Φ if the offer settled now."""

@@ -94,11 +94,13 @@ class Negotiator(PolicyBase):
 
     def at_stake(self, obs: Any, offer: Any) -> float:
         """The offer's blocks valued by this lab: what it would give up plus what it would get."""
-        mine = {b.block_id: b.marginal_value or 0.0 for b in obs.owned_blocks}
-        theirs = {b.block_id: b.marginal_value or 0.0 for b in obs.public_market.blocks}
+        # only the offer's blocks are read: a view prices each aid when it is first read
+        mine = {b.block_id: b for b in obs.owned_blocks}
+        theirs = {b.block_id: b for b in obs.public_market.blocks}
         gives = offer.requested_block_ids if offer.direction == "incoming" else offer.block_ids
         gets = offer.block_ids if offer.direction == "incoming" else offer.requested_block_ids
-        return sum(mine.get(b, 0.0) for b in gives) + sum(theirs.get(b, 0.0) for b in gets)
+        return sum((mine[b].marginal_value or 0.0) if b in mine else 0.0 for b in gives) + \
+            sum((theirs[b].marginal_value or 0.0) if b in theirs else 0.0 for b in gets)
 
     def opening_share(self, obs: Any) -> float:
         """Share of a block's value offered when buying: rises with urgency and with each retry."""
