@@ -62,12 +62,12 @@ def _dp(blocks: tuple[BlockKey, ...], jobs: tuple[JobKey, ...],
     frontier: StateMap = {sum(min(j[1], j[0]) * m for j, (m, _r) in zip(jobs, radix, strict=True)): 0.0}
     parents = []
     n_jobs = len(jobs)
+    usable = [(k, mult, r, req, deadline, min_rel)
+              for k, ((req, _f, deadline, min_rel, value, _pc), (mult, r)) in enumerate(zip(jobs, radix, strict=True))
+              if value > 0 and req > 0]
     for hours, end, rel, energy in blocks:
-        options = [
-            (k, mult, r, req)
-            for k, ((req, _f, deadline, min_rel, value, _pc), (mult, r)) in enumerate(zip(jobs, radix, strict=True))
-            if end <= deadline and rel >= min_rel and value > 0 and req > 0
-        ]
+        options = [(k, mult, r, req) for k, mult, r, req, deadline, min_rel in usable
+                   if end <= deadline and rel >= min_rel]
         par: dict[int, int] = {}
         parents.append(par)
         if not options:
@@ -120,8 +120,14 @@ class Frontier:
         self._states: tuple[tuple[int, ...], ...] | None = None
         self._vals: tuple[tuple[float, ...], ...] | None = None
         if len(self.codes) * len(jobs) <= _SMALL_FRONTIER:
-            self.base = tuple(sum(job_value(j[4], j[0], j[5], code // mult % r)
-                                  for j, (mult, r) in zip(jobs, self.radix, strict=True)) for code in self.codes)
+            terms = [(j[4], j[0], j[5], mult, r) for j, (mult, r) in zip(jobs, self.radix, strict=True)]
+            base: list[float] = []
+            for code in self.codes:
+                total: float = 0  # as sum(): from the int 0, adding job by job
+                for value, req, pc, mult, r in terms:
+                    total = total + job_value(value, req, pc, code // mult % r)
+                base.append(total)
+            self.base = tuple(base)
         else:
             self.base = tuple(map(sum, self.vals))
         self.max_energy = -min(self.neg_e)
@@ -220,13 +226,18 @@ class Frontier:
                     elif v > g[2]:
                         g[2] = v  # a tie with the top lands here too: it makes the pair unsure
             scale = max([abs(x) for x in self.base] + [abs(x) for x in self.neg_e] + [abs(j[4]) for j in self.jobs])
+            bases, negs = self.base, self.neg_e
             self._groups = ((top, first, second),
-                            tuple({h: (g[0], g[1], g[2]) for h, g in d.items()} for d in per_job), scale)
+                            tuple(tuple((h, g[1], g[2], job_value(j[4], j[0], j[5], h), bases[g[1]], negs[g[1]])
+                                        for h, g in d.items())
+                                  for j, d in zip(self.jobs, per_job, strict=True)), scale)
         return self._groups
 
 
-# (top, its first state, runner-up) for "no job"; per job, hours -> the same; the largest magnitude
-_Groups = tuple[tuple[float, int, float], tuple[dict[int, tuple[float, int, float]], ...], float]
+# (top, its first state, runner-up) for "no job"; per job, one row per hours h of its groups: (h,
+# the top's first state i, the runner-up's value, the job's value at h, base[i], neg_e[i]); the
+# largest magnitude
+_Groups = tuple[tuple[float, int, float], tuple[tuple[tuple[int, int, float, float, float, float], ...], ...], float]
 # how far below the best every other candidate must lie for the grouped answer to be the scan's
 _CLEAR = 1e-9
 
@@ -251,13 +262,14 @@ def _grouped(fr: Frontier, extra: BlockKey, budget: float) -> tuple[float, int] 
         return None
     best, first = nojob[0], (nojob[1], 0)  # the best value and its first candidate: (state, place in the state)
     runner = nojob[2]
-    base, neg_e = fr.base, fr.neg_e
     for k, (req, _f, deadline, min_rel, value, pc) in enumerate(fr.jobs):
         if not (end <= deadline and rel >= min_rel and value > 0 and req > 0):
             continue
-        for h, (_top, i, second) in per_job[k].items():
-            gain = job_value(value, req, pc, min(h + hours, req)) - job_value(value, req, pc, h)
-            cand = base[i] + gain + neg_e[i] - energy
+        for h, i, second, now, base_i, neg_e_i in per_job[k]:
+            # job_value(value, req, pc, min(h + hours, req)), inlined: the same expression, the same float
+            nh = h + hours
+            gain = (value if nh >= req else 0.0 if pc <= 0.0 or nh <= 0 else value * pc * nh / req) - now
+            cand = base_i + gain + neg_e_i - energy
             hidden = second + gain - energy
             if hidden > runner:
                 runner = hidden

@@ -271,6 +271,7 @@ class Episode:
         results: dict[str, ActionResult] = {}
         record_actions: dict[str, dict[str, Any]] = {}
         touched: set[str] = set()  # ids that successful moves of this round referenced
+        labs = w.labs.values()
         for lid in order:
             action = actions.get(lid) or WAIT
             lab = w.labs[lid]
@@ -284,7 +285,7 @@ class Episode:
                     record_actions[lid] = {"rejected": action.code, "message": action.message}
                     raise ActionError(action.code, action.message)
                 record_actions[lid] = action_to_dict(action)
-                budgets = {k: v.budget for k, v in w.labs.items()}
+                budgets = [v.budget for v in labs]
                 outcome = apply_action(w, lid, action)
             except ActionError as e:
                 lab.last_signature = None
@@ -299,7 +300,9 @@ class Episode:
                 led["invalid_action_penalty"] -= PENALTY_INVALID
                 continue
             touched |= referenced_ids(w, lid, action)
-            touched.update(budget_token(k) for k, v in w.labs.items() if v.budget != budgets[k])
+            for (k, v), before in zip(w.labs.items(), budgets, strict=True):
+                if v.budget != before:
+                    touched.add(budget_token(k))
             results[lid] = ActionResult(True, "ok", outcome.note)
             self._spam_check(lid, action, record_actions[lid])
             if outcome.breaches:
@@ -326,8 +329,8 @@ class Episode:
         if action.action_type in ("wait", "finish"):
             lab.last_signature = None
             return
-        sig = tuple(sorted((record if record is not None else action_to_dict(action)).items(), key=lambda kv: kv[0]))
-        sig = tuple((k, repr(v)) for k, v in sig)
+        # (field, repr) pairs in field order (fields are unique, so sorting the pairs sorts the fields)
+        sig = tuple(sorted([(k, repr(v)) for k, v in (record if record is not None else action_to_dict(action)).items()]))
         if sig == lab.last_signature:
             self._ledger[lid]["spam_penalty"] -= PENALTY_SPAM
             lab.reputation = max(0.0, lab.reputation + REP_SPAM)

@@ -63,16 +63,20 @@ class LabValuer:
 
     def __init__(self, world: World, lab_id: str, budget: float | None = None) -> None:
         r = world.round_index
-        jobs = [j for j in world.jobs.values() if j.owner == lab_id and j.status == JobStatus.OPEN]
+        open_ = JobStatus.OPEN
+        jobs = [j for j in world.jobs.values() if j.owner == lab_id and j.status == open_]
         mine = {j.job_id: j for j in jobs}
         hours = dict.fromkeys(mine, 0)
         blocks: list[Block] = []
+        assigned, plannable = ASSIGNED, PLANNABLE
         # one pass over the blocks: the lab's plannable ones, and valid hours already on its jobs
         for b in world.blocks.values():
             jid = b.job_id
-            if jid is not None and jid in mine and b.status in ASSIGNED and block_fits(b, mine[jid]):
-                hours[jid] += b.hours
-            elif b.owner == lab_id and b.status in PLANNABLE and b.start_round > r:
+            if jid is not None and jid in mine and b.status in assigned:
+                job = mine[jid]
+                if b.start_round + b.duration <= job.deadline_round and b.reliability >= job.min_reliability:
+                    hours[jid] += b.gpu_count * b.duration  # block_fits and Block.hours, inlined
+            elif b.owner == lab_id and b.status in plannable and b.start_round > r:
                 blocks.append(b)
         self._setup(world, lab_id, budget, jobs, blocks, hours)
 
@@ -92,13 +96,15 @@ class LabValuer:
         self.budget = world.labs[lab_id].budget if budget is None else budget
         self.jobs = jobs
         self.blocks = blocks
-        # block_key inlined: a valuer is built for every lab the ledger re-prices
-        self.block_keys = tuple((h, b.start_round + b.duration, b.reliability, b.energy_cost * h)
-                                for b, h in zip(blocks, [b.gpu_count * b.duration for b in blocks], strict=True))
-        self.job_keys = tuple(
+        # block_key and owner_share inlined: a valuer is built for every lab the ledger re-prices
+        self.block_keys = tuple([(h := b.gpu_count * b.duration, b.start_round + b.duration, b.reliability,
+                                  b.energy_cost * h) for b in blocks])
+        coalitions = world.coalitions
+        self.job_keys = tuple([
             (j.gpu_hours_required, hours[j.job_id], j.deadline_round, j.min_reliability,
-             j.value * owner_share(world, j), j.partial_credit)
-            for j in jobs)
+             j.value * (1.0 if j.coalition_id is None else coalitions[j.coalition_id].shares.get(j.owner, 0.0)),
+             j.partial_credit)
+            for j in jobs])
         self._base: tuple[float, float, dict[str, str]] | None = None
         self._frontier: Frontier | None = None  # the DP of its own blocks, fetched on first use
 
