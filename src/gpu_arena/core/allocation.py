@@ -185,6 +185,11 @@ class Frontier:
         out = self.solved[budget] = (best_value, best_value - best_total, tuple(choices))
         return out
 
+    @property
+    def has_arrays(self) -> bool:
+        """Whether :meth:`arrays` has been built."""
+        return self._arrays is not None
+
     def arrays(self) -> tuple[np.ndarray, ...]:
         """(states, neg_e, vals, base) as arrays, built on first use."""
         if self._arrays is None:
@@ -353,8 +358,11 @@ def _scan_extra(fr: Frontier, extra: BlockKey, budget: float) -> tuple[float, in
     return best, choice
 
 
-# below this many (state, extra block, job) triples a batch is priced by the scalar scan
+# below this many (state, extra block, job) triples a batch is priced by the scalar scan; building
+# a frontier's arrays costs about as much as scanning 4,000 candidates, so a frontier without them
+# yet must have a larger batch to pay for them (decision 0021, step 15)
 _BATCH_MIN = 256
+_BATCH_MIN_NEW_ARRAYS = 4096
 
 
 def with_extras(blocks: tuple[BlockKey, ...], jobs: tuple[JobKey, ...], extras: Sequence[BlockKey],
@@ -383,7 +391,7 @@ def extra_prices(fr: Frontier, extras: Sequence[BlockKey], budget: float) -> lis
             fr.extras[key] = hit
     missing = unsure
     if missing:
-        if len(missing) * len(fr.states) * max(1, len(jobs)) < _BATCH_MIN:
+        if len(missing) * len(fr.states) * max(1, len(jobs)) < (_BATCH_MIN if fr.has_arrays else _BATCH_MIN_NEW_ARRAYS):
             for key in missing:
                 fr.extras[key] = _scan_extra(fr, key[0], key[1])
         else:
