@@ -211,10 +211,32 @@ class ViewCache:
     fields with the last ones costs a fraction of that). One per episode; bounded by the facts
     of its world (one entry per block and seat, job, lab, message, ...)."""
 
-    __slots__ = ("_views",)
+    __slots__ = ("_market", "_own", "_views")
 
     def __init__(self) -> None:
         self._views: dict[Any, tuple[tuple[Any, ...], Any]] = {}
+        # block id -> (row, best job, view) of its plain views: as the market shows it, as its owner sees it
+        self._market: dict[str, tuple[tuple[Any, ...], BlockView]] = {}
+        self._own: dict[str, tuple[tuple[Any, ...], str | None, BlockView]] = {}
+
+    def market_block(self, row: tuple[Any, ...]) -> BlockView:
+        """A market block's plain view (``row``: its first 16 fields; no aids), kept like :meth:`view`."""
+        hit = self._market.get(row[0])
+        if hit is not None and hit[0] == row:
+            return hit[1]
+        view = BlockView(*row, None, None)  # type: ignore[call-arg]
+        self._market[row[0]] = (row, view)
+        return view
+
+    def own_block(self, row: tuple[Any, ...], best_job: str | None) -> BlockView:
+        """An own block's plain view (no marginal value; ``best_job``: where its plan puts it), kept
+        like :meth:`view`."""
+        hit = self._own.get(row[0])
+        if hit is not None and hit[1] == best_job and hit[0] == row:
+            return hit[2]
+        view = BlockView(*row, None, best_job)  # type: ignore[call-arg]
+        self._own[row[0]] = (row, best_job, view)
+        return view
 
     def view(self, key: Any, cls: Any, args: tuple[Any, ...]) -> Any:
         """``cls(*args)``, or the view built for ``key`` last time if its ``args`` were equal."""
@@ -260,28 +282,30 @@ class WorldIndex:
         # valuation key if the block is priced for a viewer, else None)
         owned: dict[str | None, list[tuple[Any, ...]]] = {}
         market: list[tuple[str | None, tuple[Any, ...], BlockKey | None]] = []
+        free, gone, plannable_status, priced_status = BlockStatus.FREE, _GONE, PLANNABLE, _PRICED
         for b in world.blocks.values():
             status, owner, start, jid = b.status, b.owner, b.start_round, b.job_id
-            gpu_hours, end = b.hours, b.end_round
+            duration = b.duration
+            gpu_hours, end = b.gpu_count * duration, start + duration  # Block.hours, Block.end_round
             if jid is not None and status in ASSIGNED:
                 job = jobs.get(jid)
                 if job is not None and end <= job.deadline_round and b.reliability >= job.min_reliability:
                     hours[jid] += gpu_hours  # valid hours (see valuation.valid_hours)
             if owner is not None:
-                if status not in _GONE:
+                if status not in gone:
                     counts[owner] = counts.get(owner, 0) + 1
-                if status in PLANNABLE and start > r:
+                if status in plannable_status and start > r:
                     plannable.setdefault(owner, []).append(b)
-            tradeable = status == BlockStatus.FREE and start > r
-            common = (b.block_id, owner, b.gpu_count, start, b.duration, end, gpu_hours, b.reliability,
-                      b.energy_cost, status, tradeable)
-            owned.setdefault(owner, []).append(
-                (*common, jid, b.reserved_for, b.coalition_id, b.no_resale, b.must_allocate))
-            if status not in _GONE or start > r:
-                row = (*common, None, None, b.coalition_id, b.no_resale, False)
-                market.append((owner, row,
-                               (gpu_hours, end, b.reliability, b.energy_cost * gpu_hours)  # valuation.block_key(b)
-                               if start > r and status in _PRICED else None))
+            tradeable = status == free and start > r
+            bid, gpus, rel, energy, coalition, no_resale = (b.block_id, b.gpu_count, b.reliability, b.energy_cost,
+                                                            b.coalition_id, b.no_resale)
+            owned.setdefault(owner, []).append((bid, owner, gpus, start, duration, end, gpu_hours, rel, energy, status,
+                                                tradeable, jid, b.reserved_for, coalition, no_resale, b.must_allocate))
+            if status not in gone or start > r:
+                market.append((owner, (bid, owner, gpus, start, duration, end, gpu_hours, rel, energy, status,
+                                       tradeable, None, None, coalition, no_resale, False),
+                               (gpu_hours, end, rel, energy * gpu_hours)  # valuation.block_key(b)
+                               if start > r and status in priced_status else None))
         self.owned = owned
         self.market = market
         self._plain: list[tuple[str | None, BlockView, BlockKey | None]] | None = None
@@ -312,9 +336,8 @@ class WorldIndex:
         """The market without aids, as (owner, view, valuation key or None) per block: one view per
         block, built on the first request and shared by every seat of this state."""
         if self._plain is None:
-            view = self.cache.view
-            self._plain = [(owner, view(("market", row[0]), BlockView, (*row, None, None)), key)
-                           for owner, row, key in self.market]
+            view = self.cache.market_block
+            self._plain = [(owner, view(row), key) for owner, row, key in self.market]
         return self._plain
 
     def plain_market(self, lab_id: str) -> tuple[BlockView, ...]:
@@ -349,7 +372,7 @@ def observe(world: World, lab_id: str, *, last_result: ResultView | None = None,
     mine = index.owned.get(lab_id, ())
     offers = [o for o in world.offers.values() if o.status == OfferStatus.OPEN and lab_id in (o.sender, o.target)]
     if not aids:
-        owned = tuple(index.cache.view(("own", row[0]), BlockView, (*row, None, assignment.get(row[0])))
+        owned = tuple(index.cache.own_block(row, assignment.get(row[0]))
                       for row in mine)
         market = index.plain_market(lab_id)
     else:
@@ -365,11 +388,10 @@ def observe(world: World, lab_id: str, *, last_result: ResultView | None = None,
             # view, so its plain view is already the whole answer
             keys: dict[str, BlockKey] = {}
             seat = SeatAids(valuer, base_net, keys, inputs)
-            cached = index.cache.view
+            own_block = index.cache.own_block
             plannable = {b.block_id for b in valuer.blocks}
             owned = tuple(_owned_proxy(seat, v) if v.block_id in plannable else v
-                          for v in [cached(("own", row[0]), BlockView, (*row, None, assignment.get(row[0])))
-                                    for row in mine])
+                          for v in [own_block(row, assignment.get(row[0])) for row in mine])
             market_views = []
             for owner, v, key in index.plain_rows():
                 if owner != lab_id:
