@@ -5,7 +5,10 @@ Run: ``make bench`` (or ``python bench/bench_server.py --seconds 3``).
 A real server (``gpu-arena serve``, its own process, on 127.0.0.1) is started; clients in this
 process replay pre-played episodes over ``/ws`` (the actions ``random_valid`` chose in-process,
 10% malformed, against the world's archetype opponents), so the client costs almost nothing and
-the server does exactly the work of a real episode. For each task:
+the server does exactly the work of a real episode. Every measurement plays worlds the server has
+not seen before (its own seeds, enough episodes for the measurement; ``replays_*`` counts any
+episode played a second time, 0 when there were enough), as real sessions do: a replayed world
+would find its valuations in the server's caches. For each task:
 
 * ``steps_per_s_1``: one client, step round trips per second of time spent in steps.
 * ``steps_per_s_16`` / ``steps_per_s_64``: aggregate steps per second of wall time (resets
@@ -65,14 +68,21 @@ REFERENCE_PER_CALIB = 0.012
 TARGET_AGGREGATE_16 = 8 * REFERENCE_PER_CALIB
 TARGET_P99_MS = 20.0
 TARGET_RSS_MB = 400.0
+# more served steps a second than any task reaches here (single_trade: about 1,300): sizes the
+# fresh episodes each measurement is given
+STEPS_PER_S_BOUND = 2_000
 
 Script = tuple[dict[str, Any], list[dict[str, Any]]]
 
 
-def scripts(task: str, n: int) -> list[Script]:
-    """``n`` episodes played in-process: their reset arguments and the seat's actions."""
+def scripts(task: str, seeds: range, min_steps: int = 0) -> list[Script]:
+    """Episodes played in-process on ``seeds`` (all of them, or until their steps reach
+    ``min_steps``): their reset arguments and the seat's actions."""
     out: list[Script] = []
-    for seed in range(n):
+    total = 0
+    for seed in seeds:
+        if min_steps and total >= min_steps:
+            break
         env = GpuArenaEnv(task=task)
         obs = env.reset(seed=seed)
         policy = make_policy("random_valid", seed=seed, invalid_rate=0.1)
@@ -89,16 +99,32 @@ def scripts(task: str, n: int) -> list[Script]:
             actions.append(action)
             obs = env.step(action)
         out.append(({"task": task, "seed": seed}, actions))
+        total += len(actions)
     return out
 
 
-async def session(url: str, plays: list[Script], offset: int, deadline: float, latencies: list[float]) -> int:
+class Deck:
+    """The episodes of one measurement, dealt to its sessions in turn; once all are dealt it deals
+    them again and counts the replays."""
+
+    def __init__(self, plays: list[Script]) -> None:
+        self.plays, self.dealt = plays, 0
+
+    def deal(self) -> Script:
+        play = self.plays[self.dealt % len(self.plays)]
+        self.dealt += 1
+        return play
+
+    @property
+    def replays(self) -> int:
+        return max(0, self.dealt - len(self.plays))
+
+
+async def session(url: str, deck: Deck, deadline: float, latencies: list[float]) -> int:
     steps = 0
     async with connect(url, max_size=None) as ws:
-        i = offset
         while time.perf_counter() < deadline:
-            reset_args, actions = plays[i % len(plays)]
-            i += 1
+            reset_args, actions = deck.deal()
             await ws.send(json.dumps({"type": "reset", "data": reset_args}))
             json.loads(await ws.recv())
             for action in actions:
@@ -114,14 +140,15 @@ async def session(url: str, plays: list[Script], offset: int, deadline: float, l
 
 async def measure(url: str, plays: list[Script], clients: int, seconds: float) -> dict[str, float]:
     latencies: list[float] = []
+    deck = Deck(plays)
     start = time.perf_counter()
-    counts = await asyncio.gather(*(session(url, plays, k * 7, start + seconds, latencies) for k in range(clients)))
+    counts = await asyncio.gather(*(session(url, deck, start + seconds, latencies) for _ in range(clients)))
     wall = time.perf_counter() - start
     steps = sum(counts)
     q = quantiles(latencies, n=100)
     rate = steps / sum(latencies) if clients == 1 else steps / wall
     return {f"steps_per_s_{clients}": rate, f"p50_ms_{clients}": q[49] * 1000, f"p99_ms_{clients}": q[98] * 1000,
-            f"steps_{clients}": steps}
+            f"steps_{clients}": steps, f"replays_{clients}": deck.replays}
 
 
 async def open_sessions(url: str, n: int) -> list[Any]:
@@ -227,13 +254,16 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         proc = start_server(port, str(Path(tmp) / "arena.db"))
         try:
-            asyncio.run(measure(url, scripts("single_trade", 4), 4, 1.0))  # warm the server's caches and imports
+            asyncio.run(measure(url, scripts("single_trade", range(4)), 4, 1.0))  # warm the server's imports
             tasks: dict[str, Any] = {}
             for task in args.tasks.split(","):
-                plays = scripts(task, 64)
                 row: dict[str, Any] = {}
                 units = []
-                for clients in (1, 16, 64):
+                for phase, clients in enumerate((1, 16, 64)):
+                    # fresh worlds for each measurement (seeds of their own, below many_worlds' 100,000),
+                    # more steps than the fastest server here plays in the time
+                    first = 10_000 * (phase + 1)
+                    plays = scripts(task, range(first, first + 9_999), min_steps=int(args.seconds * STEPS_PER_S_BOUND))
                     # the host is shared and its speed drifts: calibrate right around each measurement
                     before = calib.calib_ops_per_s(1.0)
                     row.update(asyncio.run(measure(url, plays, clients, args.seconds)))

@@ -450,3 +450,23 @@ def test_index_counts_only_assigned_fitting_hours():
     job.deadline_round, b.status = b.end_round, BlockStatus.FREE  # not assigned
     assert WorldIndex(w).hours[job.job_id] == 0 == valid_hours(w, job)
     assert BlockStatus.ALLOCATED in ASSIGNED
+
+
+def test_an_episode_keeps_its_own_frontiers_in_front_of_the_shared_cache():
+    ep = Episode.new("coalition_market", "train", 2, controlled=())
+    for lid in ep.world.labs:
+        ep.observe(lid)
+    cache = ep.valuer("lab_1")._frontiers
+    assert cache is not None and ep.valuer("lab_2")._frontiers is cache
+    assert ep.observe("lab_0").owned_blocks  # views price on the same cache (their index hands it on)
+    # another episode, or anything else, may flush the shared cache: this episode still finds its own
+    V._frontier.cache_clear()
+    hits = cache.get.cache_info().hits
+    fresh = LabValuer(ep.world, "lab_1", frontiers=cache)
+    assert fresh.totals() == LabValuer(ep.world, "lab_1").totals()
+    assert cache.get.cache_info().hits == hits + 1
+    assert V._frontier.cache_info().currsize == 1  # only the valuer without a cache went to the shared one
+    # the same frontier whichever cache answers
+    plain = LabValuer(ep.world, "lab_1")
+    assert V.frontier(plain.block_keys, plain.job_keys, V.FrontierCache()).codes == \
+        V.frontier(plain.block_keys, plain.job_keys).codes

@@ -10,7 +10,7 @@ again. :mod:`gpu_arena.core.valuation` builds a lab's plans and potential on it,
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from functools import lru_cache
 from typing import Any
 
@@ -293,10 +293,12 @@ def _grouped(fr: Frontier, extra: BlockKey, budget: float) -> tuple[float, int] 
 
 
 # Frontiers are reused within a few rounds of one episode (a lab whose holdings did not change),
-# never across episodes: 32 entries already hold every hit of 60 coalition_market episodes (random,
-# rule_expert and oracle seats alike). A large cache gains no hit and keeps thousands of frontiers
-# alive, whose memo tables the garbage collector then walks (decision 0021, step 15).
+# never across episodes. An episode keeps its own (:class:`FrontierCache`); this shared cache
+# serves the rest (the rules' own valuations, planners) and hands an episode what another
+# valuation of the same step just solved. A large shared cache gains no hit and keeps thousands of
+# frontiers alive, whose memo tables the garbage collector then walks (decision 0021, step 15).
 _FRONTIER_CACHE = 128
+_EPISODE_CACHE = 256
 
 
 @lru_cache(maxsize=_FRONTIER_CACHE)
@@ -304,10 +306,22 @@ def _frontier(blocks: tuple[BlockKey, ...], jobs: tuple[JobKey, ...]) -> Frontie
     return Frontier(blocks, jobs)
 
 
-def frontier(blocks: tuple[BlockKey, ...], jobs: tuple[JobKey, ...]) -> Frontier:
-    """The solved DP of ``blocks`` for ``jobs`` (cached by value): a caller that asks several
-    questions of the same pair keeps it, rather than hashing both key tuples for each."""
-    return _frontier(blocks, jobs)
+class FrontierCache:
+    """The frontiers one episode has solved, by (blocks, jobs), least recently used dropped past
+    ``maxsize``; a miss asks the shared cache. One per episode: it lives and dies with the
+    episode, so concurrent episodes (a server's sessions) never evict each other's frontiers."""
+
+    __slots__ = ("get",)
+
+    def __init__(self, maxsize: int = _EPISODE_CACHE) -> None:
+        self.get: Callable[[tuple[BlockKey, ...], tuple[JobKey, ...]], Frontier] = lru_cache(maxsize=maxsize)(_frontier)
+
+
+def frontier(blocks: tuple[BlockKey, ...], jobs: tuple[JobKey, ...], cache: FrontierCache | None = None) -> Frontier:
+    """The solved DP of ``blocks`` for ``jobs`` (cached by value: in ``cache`` if given, else the
+    shared cache): a caller that asks several questions of the same pair keeps it, rather than
+    hashing both key tuples for each."""
+    return _frontier(blocks, jobs) if cache is None else cache.get(blocks, jobs)
 
 
 def solve(blocks: tuple[BlockKey, ...], jobs: tuple[JobKey, ...],

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field, fields
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
+from .allocation import FrontierCache
 from .observe import ViewCache, WorldIndex, observe
 from .rules import (
     CATEGORY_COLUMNS,
@@ -213,6 +214,7 @@ class Episode:
         self._index: tuple[int, WorldIndex] | None = None  # the views' shared index of the current state
         self._views: dict[tuple[str, bool, bool], tuple[int, World, SeatView]] = {}  # (seat, aids, lazy) -> view
         self._view_cache = ViewCache()  # views of world facts, kept while their fields stay the same
+        self._frontiers = FrontierCache()  # this episode's solved allocation frontiers
 
     @classmethod
     def from_snapshot(cls, snap: EpisodeSnapshot, controlled: Sequence[str] = ("lab_0",), *, strict: bool = False,
@@ -223,6 +225,7 @@ class Episode:
         episode.controlled, episode.strict, episode.judge = tuple(controlled), strict, judge
         episode._judge_records, episode._ledger, episode._valuers, episode._views = {}, {}, {}, {}
         episode._view_cache = ViewCache()
+        episode._frontiers = FrontierCache()
         episode.restore(snap)
         return episode
 
@@ -242,7 +245,7 @@ class Episode:
         hit = self._valuers.get(lab_id)
         if hit is not None and hit[0] == self.world.version:
             return hit[1]
-        valuer = LabValuer(self.world, lab_id)
+        valuer = LabValuer(self.world, lab_id, frontiers=self._frontiers)
         self._valuers[lab_id] = (self.world.version, valuer)
         return valuer
 
@@ -389,7 +392,7 @@ class Episode:
         row = self.last_rewards.get(lab_id, EMPTY)
         # every seat's view of one state shares one index; valuers built from it are cached like valuer()'s
         if self._index is None or self._index[0] != w.version or self._index[1].world is not w:
-            self._index = (w.version, WorldIndex(w, self._view_cache))
+            self._index = (w.version, WorldIndex(w, self._view_cache, self._frontiers))
         index = self._index[1]
         vhit = self._valuers.get(lab_id)
         if vhit is None or vhit[0] != w.version:

@@ -18,7 +18,7 @@ from dataclasses import fields
 from operator import attrgetter
 from typing import Any
 
-from .allocation import BlockKey
+from .allocation import BlockKey, FrontierCache
 from .types import (
     ASSIGNED,
     PLANNABLE,
@@ -266,13 +266,14 @@ class WorldIndex:
     it by ``World.version``).
     """
 
-    __slots__ = ("_plain", "cache", "events", "hours", "jobs", "labs", "market", "messages", "open_jobs", "owned",
-                 "plannable", "pooled", "round_index", "world")
+    __slots__ = ("_plain", "cache", "events", "frontiers", "hours", "jobs", "labs", "market", "messages", "open_jobs",
+                 "owned", "plannable", "pooled", "round_index", "world")
 
-    def __init__(self, world: World, cache: ViewCache | None = None) -> None:
+    def __init__(self, world: World, cache: ViewCache | None = None, frontiers: FrontierCache | None = None) -> None:
         r = world.round_index
         self.world = world
         self.cache = cache = cache or ViewCache()
+        self.frontiers = frontiers  # the valuers' frontier cache (an episode's), or None: the shared one
         self.round_index = r
         jobs = world.jobs
         hours = dict.fromkeys(jobs, 0)
@@ -347,7 +348,7 @@ class WorldIndex:
     def valuer(self, lab_id: str) -> LabValuer:
         """``LabValuer(world, lab_id)`` from the gathered inputs."""
         return LabValuer.from_parts(self.world, lab_id, self.open_jobs.get(lab_id, []),
-                                    self.plannable.get(lab_id, []), self.hours)
+                                    self.plannable.get(lab_id, []), self.hours, self.frontiers)
 
 
 def observe(world: World, lab_id: str, *, last_result: ResultView | None = None, reward: float = 0.0,

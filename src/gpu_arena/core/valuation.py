@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from .allocation import BlockKey, Frontier, extra_price, extra_prices, frontier, job_value, solve
+from .allocation import BlockKey, Frontier, FrontierCache, extra_price, extra_prices, frontier, job_value
 from .types import ASSIGNED, PLANNABLE, Block, CoalitionStatus, Job, JobStatus, World
 
 
@@ -59,9 +59,11 @@ class LabValuer:
     the world changes. ``plan()`` (no what-if) is computed once per valuer.
     """
 
-    __slots__ = ("_base", "_frontier", "block_keys", "blocks", "budget", "job_keys", "jobs", "round_index")
+    __slots__ = ("_base", "_frontier", "_frontiers", "block_keys", "blocks", "budget", "job_keys", "jobs",
+                 "round_index")
 
-    def __init__(self, world: World, lab_id: str, budget: float | None = None) -> None:
+    def __init__(self, world: World, lab_id: str, budget: float | None = None,
+                 frontiers: FrontierCache | None = None) -> None:
         r = world.round_index
         open_ = JobStatus.OPEN
         jobs = [j for j in world.jobs.values() if j.owner == lab_id and j.status == open_]
@@ -78,20 +80,20 @@ class LabValuer:
                     hours[jid] += b.gpu_count * b.duration  # block_fits and Block.hours, inlined
             elif b.owner == lab_id and b.status in plannable and b.start_round > r:
                 blocks.append(b)
-        self._setup(world, lab_id, budget, jobs, blocks, hours)
+        self._setup(world, lab_id, budget, jobs, blocks, hours, frontiers)
 
     @classmethod
     def from_parts(cls, world: World, lab_id: str, jobs: list[Job], blocks: list[Block],
-                   hours: Mapping[str, int]) -> LabValuer:
+                   hours: Mapping[str, int], frontiers: FrontierCache | None = None) -> LabValuer:
         """A valuer from inputs already gathered for this world state: the lab's open ``jobs`` and
         plannable ``blocks`` (both in world order) and the valid ``hours`` on each job (a view
         index gathers them for every lab in one pass). Equal to ``LabValuer(world, lab_id)``."""
         valuer = cls.__new__(cls)
-        valuer._setup(world, lab_id, None, jobs, blocks, hours)
+        valuer._setup(world, lab_id, None, jobs, blocks, hours, frontiers)
         return valuer
 
     def _setup(self, world: World, lab_id: str, budget: float | None, jobs: list[Job], blocks: list[Block],
-               hours: Mapping[str, int]) -> None:
+               hours: Mapping[str, int], frontiers: FrontierCache | None) -> None:
         self.round_index = world.round_index
         self.budget = world.labs[lab_id].budget if budget is None else budget
         self.jobs = jobs
@@ -107,6 +109,7 @@ class LabValuer:
             for j in jobs])
         self._base: tuple[float, float, dict[str, str]] | None = None
         self._frontier: Frontier | None = None  # the DP of its own blocks, fetched on first use
+        self._frontiers = frontiers  # where its frontiers are kept (an episode's; None: the shared cache)
 
     def plan(self, extra: Iterable[Block] = (), without: Iterable[str] = (), money: float = 0.0) -> Plan:
         """Best plan with ``extra`` blocks, without ``without``, and ``money`` added to the budget."""
@@ -119,7 +122,7 @@ class LabValuer:
             return Plan(value, energy, dict(assignment))  # a fresh dict: callers may keep or change it
         blocks = [b for b in self.blocks if b.block_id not in drop] + extra
         keys = self._keys(drop, [block_key(b) for b in extra])
-        value, energy, choices = solve(keys, self.job_keys, max(0.0, self.budget + money))
+        value, energy, choices = frontier(keys, self.job_keys, self._frontiers).solve(max(0.0, self.budget + money))
         assignment = {b.block_id: self.jobs[k].job_id for b, k in zip(blocks, choices, strict=True) if k >= 0}
         return Plan(value, energy, assignment)
 
@@ -148,7 +151,7 @@ class LabValuer:
     def _own(self) -> Frontier:
         """The frontier of its own blocks and jobs, kept: one cache lookup per valuer."""
         if self._frontier is None:
-            self._frontier = frontier(self.block_keys, self.job_keys)
+            self._frontier = frontier(self.block_keys, self.job_keys, self._frontiers)
         return self._frontier
 
     def _solve_own(self) -> tuple[float, float, tuple[int, ...]]:
@@ -180,7 +183,8 @@ class LabValuer:
         keys = [key for start, key in extra if start > self.round_index]
         if not drop and not keys and not money:
             return self.plan().net
-        value, energy, _choices = solve(self._keys(drop, keys), self.job_keys, max(0.0, self.budget + money))
+        value, energy, _choices = frontier(self._keys(drop, keys), self.job_keys, self._frontiers).solve(
+            max(0.0, self.budget + money))
         return value - energy
 
     def job_for(self, block: Block) -> str | None:
@@ -224,7 +228,8 @@ class LabValuer:
             # no second DP (about half of a lab's blocks, and the priciest part of the aids)
             return base_net
         keys = self.block_keys
-        value, energy, _choices = solve(keys[:i] + keys[i + 1:], self.job_keys, max(0.0, self.budget + 0.0))
+        value, energy, _choices = frontier(keys[:i] + keys[i + 1:], self.job_keys, self._frontiers).solve(
+            max(0.0, self.budget + 0.0))
         return value - energy
 
 
