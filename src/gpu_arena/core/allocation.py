@@ -108,8 +108,8 @@ class Frontier:
     block prices by block and budget).
     """
 
-    __slots__ = ("_arrays", "_groups", "_states", "_vals", "base", "codes", "extras", "jobs", "max_energy", "neg_e",
-                 "parents", "radix", "solved")
+    __slots__ = ("_arrays", "_columns", "_groups", "_states", "_vals", "base", "codes", "extras", "jobs", "max_energy",
+                 "neg_e", "parents", "radix", "solved")
 
     def __init__(self, blocks: tuple[BlockKey, ...], jobs: tuple[JobKey, ...]) -> None:
         self.jobs = jobs
@@ -117,6 +117,7 @@ class Frontier:
         frontier, self.parents = _dp(blocks, jobs, self.radix)
         self.codes = tuple(frontier)
         self.neg_e = tuple(frontier.values())
+        self._columns: list[list[int]] | None = None
         self._states: tuple[tuple[int, ...], ...] | None = None
         self._vals: tuple[tuple[float, ...], ...] | None = None
         if len(self.codes) * len(jobs) <= _SMALL_FRONTIER:
@@ -129,7 +130,12 @@ class Frontier:
                 base.append(total)
             self.base = tuple(base)
         else:
-            self.base = tuple(map(sum, self.vals))
+            # sum() of each state's values, job by job from the int 0, done column by column (the
+            # same additions in the same order, without a tuple per state)
+            totals: list[float] = [0] * len(self.codes)
+            for column in self._value_columns():
+                totals = [t + v for t, v in zip(totals, column, strict=True)]
+            self.base = tuple(totals)
         self.max_energy = -min(self.neg_e)
         self.solved: dict[float, tuple[float, float, tuple[int, ...]]] = {}
         self.extras: dict[tuple[BlockKey, float], tuple[float, int]] = {}
@@ -137,24 +143,33 @@ class Frontier:
         self._groups: _Groups | None = None
 
     @property
+    def columns(self) -> list[list[int]]:
+        """Each job's hours in every state, in frontier order (:attr:`states` by job)."""
+        if self._columns is None:
+            self._columns = [[code // mult % r for code in self.codes] for mult, r in self.radix]
+        return self._columns
+
+    @property
     def states(self) -> tuple[tuple[int, ...], ...]:
         """Each state's hours per job, in frontier order."""
         if self._states is None:
-            hours = [[code // mult % r for code in self.codes] for mult, r in self.radix]
-            self._states = tuple(zip(*hours, strict=True)) if self.jobs else ((),) * len(self.codes)
+            self._states = tuple(zip(*self.columns, strict=True)) if self.jobs else ((),) * len(self.codes)
         return self._states
+
+    def _value_columns(self) -> list[list[float]]:
+        """Each job's value in every state (a job's value depends on its own hours only, so each
+        (job, hours) pair is evaluated once)."""
+        out = []
+        for j, column in zip(self.jobs, self.columns, strict=True):
+            table = {h: job_value(j[4], j[0], j[5], h) for h in set(column)}
+            out.append([table[h] for h in column])
+        return out
 
     @property
     def vals(self) -> tuple[tuple[float, ...], ...]:
-        """Each state's value per job (a job's value depends on its own hours only, so each
-        (job, hours) pair is evaluated once)."""
+        """Each state's value per job."""
         if self._vals is None:
-            columns = []
-            for k, j in enumerate(self.jobs):
-                column = [state[k] for state in self.states]
-                table = {h: job_value(j[4], j[0], j[5], h) for h in set(column)}
-                columns.append(map(table.__getitem__, column))
-            self._vals = tuple(zip(*columns, strict=True)) if self.jobs else ((),) * len(self.codes)
+            self._vals = tuple(zip(*self._value_columns(), strict=True)) if self.jobs else ((),) * len(self.codes)
         return self._vals
 
     def budget_for(self, budget: float, energy: float = 0.0) -> float:
@@ -211,25 +226,30 @@ class Frontier:
         magnitudes, for :func:`_grouped`'s rounding argument.
         """
         if self._groups is None:
-            reqs = [j[0] for j in self.jobs]
+            values = [b + n for b, n in zip(self.base, self.neg_e, strict=True)]
             top, first, second = -INF, -1, -INF  # "no job"
-            per_job: list[dict[int, list[Any]]] = [{} for _ in self.jobs]
-            for i, (state, neg_e, base) in enumerate(zip(self.states, self.neg_e, self.base, strict=True)):
-                v = base + neg_e
+            for i, v in enumerate(values):
                 if v > top:
                     top, first, second = v, i, top
                 elif v > second:
                     second = v
-                for k, h in enumerate(state):
-                    if h >= reqs[k]:
+            # per job, state by state (the same updates in the same order as state by state, job by job)
+            per_job: list[dict[int, list[Any]]] = []
+            for j, column in zip(self.jobs, self.columns, strict=True):
+                req = j[0]
+                groups: dict[int, list[Any]] = {}
+                for i, h in enumerate(column):
+                    if h >= req:
                         continue  # the scan never offers job k an extra block in a state that fills it
-                    g = per_job[k].get(h)
+                    v = values[i]
+                    g = groups.get(h)
                     if g is None:
-                        per_job[k][h] = [v, i, -INF]
+                        groups[h] = [v, i, -INF]
                     elif v > g[0]:
                         g[2], g[0], g[1] = g[0], v, i
                     elif v > g[2]:
                         g[2] = v  # a tie with the top lands here too: it makes the pair unsure
+                per_job.append(groups)
             scale = max([abs(x) for x in self.base] + [abs(x) for x in self.neg_e] + [abs(j[4]) for j in self.jobs])
             bases, negs = self.base, self.neg_e
             self._groups = ((top, first, second),
