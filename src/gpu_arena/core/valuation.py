@@ -56,7 +56,9 @@ class LabValuer:
 
     Used for decision aids (marginal value of a block, value of an offer) where many
     what-if plans share the same jobs. A valuer describes one world state: build a new one after
-    the world changes. ``plan()`` (no what-if) is computed once per valuer.
+    the world changes. ``plan()`` (no what-if) is computed once per valuer. ``frontiers`` is
+    where its solved allocation problems are kept (an episode's :class:`FrontierCache`; None: the
+    shared cache); the prices are the same either way.
     """
 
     __slots__ = ("_base", "_frontier", "_frontiers", "block_keys", "blocks", "budget", "job_keys", "jobs",
