@@ -45,6 +45,20 @@ def test_served_floor_measures_every_part() -> None:
     assert floor["floor_steps_per_s"] == pytest.approx(1e6 / total_us)
 
 
+def test_server_bench_deals_fresh_worlds_and_counts_replays() -> None:
+    plays = bench_server.scripts("single_trade", range(500, 600), min_steps=12)
+    # enough episodes for the steps asked, each its own seed, then it stops
+    assert sum(len(actions) for _args, actions in plays) >= 12
+    assert sum(len(actions) for _args, actions in plays[:-1]) < 12
+    assert [args["seed"] for args, _actions in plays] == list(range(500, 500 + len(plays)))
+    deck = bench_server.Deck(plays)
+    dealt = [deck.deal() for _ in range(len(plays))]
+    assert dealt == plays and deck.replays == 0
+    deck.deal()
+    deck.deal()
+    assert deck.replays == 2
+
+
 def test_train_bench_reports_every_figure(capsys: pytest.CaptureFixture[str]) -> None:
     import json
 
