@@ -357,9 +357,11 @@ class Episode:
         self._mark("shock", fire_due_shocks(w))
         finished = bool(self.controlled) and all(w.labs[c].finished for c in self.controlled)
         if w.round_index >= w.max_rounds or finished:
-            self._mark("allocation", final_settlement(w, judge=judge, records=self._judge_records))
-            # the end is exact: every lab's Φ is re-read so the episode's sum telescopes
-            self._mark("allocation", list(w.labs))
+            settled = final_settlement(w, judge=judge, records=self._judge_records)
+            self._mark("allocation", settled)
+            # the end is exact: every lab's Φ is re-read so the episode's sum telescopes (those the
+            # settlement's mark just read are read already: nothing has changed since)
+            self._mark("allocation", [lid for lid in w.labs if lid not in settled])
 
     def _close_round(self) -> dict[str, dict[str, float]]:
         rewards: dict[str, dict[str, float]] = {}
