@@ -77,9 +77,8 @@ class LabValuer:
         for b in world.blocks.values():
             jid = b.job_id
             if jid is not None and jid in mine and b.status in assigned:
-                job = mine[jid]
-                if b.start_round + b.duration <= job.deadline_round and b.reliability >= job.min_reliability:
-                    hours[jid] += b.gpu_count * b.duration  # block_fits and Block.hours, inlined
+                if block_fits(b, mine[jid]):
+                    hours[jid] += b.hours
             elif b.owner == lab_id and b.status in plannable and b.start_round > r:
                 blocks.append(b)
         self._setup(world, lab_id, budget, jobs, blocks, hours, frontiers)
@@ -100,14 +99,12 @@ class LabValuer:
         self.budget = world.labs[lab_id].budget if budget is None else budget
         self.jobs = jobs
         self.blocks = blocks
-        # block_key and owner_share inlined: a valuer is built for every lab the ledger re-prices
+        # block_key inlined: a valuer is built for every lab the ledger re-prices
         self.block_keys = tuple([(h := b.gpu_count * b.duration, b.start_round + b.duration, b.reliability,
                                   b.energy_cost * h) for b in blocks])
-        coalitions = world.coalitions
         self.job_keys = tuple([
             (j.gpu_hours_required, hours[j.job_id], j.deadline_round, j.min_reliability,
-             j.value * (1.0 if j.coalition_id is None else coalitions[j.coalition_id].shares.get(j.owner, 0.0)),
-             j.partial_credit)
+             j.value * owner_share(world, j), j.partial_credit)
             for j in jobs])
         self._base: tuple[float, float, dict[str, str]] | None = None
         self._frontier: Frontier | None = None  # the DP of its own blocks, fetched on first use
@@ -210,25 +207,15 @@ class LabValuer:
         prices = extra_prices(self._own(), keys, self.budget)
         return [(best, self.jobs[k].job_id if k >= 0 else None) for best, k in prices]
 
-    def nets_without_each(self) -> list[float]:
-        """``net(without=(b.block_id,))`` for each of this lab's plannable blocks, in order."""
-        if not self.jobs:
-            return [0.0] * len(self.blocks)
-        base_value, base_energy, choices = self._solve_own()
-        return [self._net_without(i, base_value - base_energy, choices) for i in range(len(self.block_keys))]
-
     def net_without(self, i: int) -> float:
         """``net(without=(self.blocks[i].block_id,))``, by position."""
         if not self.jobs:
             return 0.0
         base_value, base_energy, choices = self._solve_own()
-        return self._net_without(i, base_value - base_energy, choices)
-
-    def _net_without(self, i: int, base_net: float, choices: tuple[int, ...]) -> float:
         if choices[i] < 0:
             # the best plan does not use block i, so it stays feasible and optimal without it:
             # no second DP (about half of a lab's blocks, and the priciest part of the aids)
-            return base_net
+            return base_value - base_energy
         keys = self.block_keys
         value, energy, _choices = frontier(keys[:i] + keys[i + 1:], self.job_keys, self._frontiers).solve(
             max(0.0, self.budget + 0.0))
