@@ -45,6 +45,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from gpu_arena.core import native
 from gpu_arena.core.engine import Episode
 from gpu_arena.core.policy import RandomPolicy
 from gpu_arena.core.types import TASKS
@@ -226,7 +227,8 @@ def main() -> None:
     print(json.dumps({
         "benchmark": "core", "calib_ops_per_s_mean": sum(units) / len(units),
         "python": sys.version.split()[0], "machine": platform.machine(), "seconds_per_measure": args.seconds,
-        "tasks": tasks,
+        # which kernels ran compiled (make install builds them; GPU_ARENA_NATIVE=0 runs the source)
+        "native": native.status(), "tasks": tasks,
     }, indent=2))
 
 

@@ -59,6 +59,7 @@ from websockets.asyncio.client import connect
 from bench_core import load_calib, step_floor
 from gpu_arena._process import end_process
 from gpu_arena.client import action_payload
+from gpu_arena.core import native
 from gpu_arena.core.types import TASKS
 from gpu_arena.env import GpuArenaEnv
 from gpu_arena.models import ArenaAction, observation_from_view
@@ -301,6 +302,7 @@ def main() -> None:
     print(json.dumps({
         "benchmark": "server", "transport": "websocket", "python": sys.version.split()[0],
         "machine": platform.machine(), "cpus": os.cpu_count(), "seconds_per_measure": args.seconds,
+        "native": native.status(),  # the server's process imports the same core: the same build
         "tasks": tasks, **mem,
         "rss_mb_64_open_per_calib": None if mem["rss_mb_64_open"] is None else mem["rss_mb_64_open"] / unit,
         "calib_ops_per_s_at_rss": unit,

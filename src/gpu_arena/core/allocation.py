@@ -12,14 +12,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from functools import lru_cache
-from typing import Any
 
 import numpy as np
 
-# (hours, end_round, reliability, energy_total)
-BlockKey = tuple[int, int, float, float]
-# (required, fixed_hours, deadline, min_reliability, value (share-weighted), partial_credit)
-JobKey = tuple[int, int, int, float, float, float]
+# the DP and the what-if scans: compiled where make install built them (gpu_arena.core.native)
+from . import kernels, native
+from .kernels import BlockKey, JobKey
 
 
 def job_value(value: float, required: int, partial_credit: float, hours: float) -> float:
@@ -51,48 +49,7 @@ def _radix(jobs: tuple[JobKey, ...]) -> tuple[tuple[int, int], ...]:
     return tuple(out)
 
 
-def _dp(blocks: tuple[BlockKey, ...], jobs: tuple[JobKey, ...],
-        radix: tuple[tuple[int, int], ...]) -> tuple[StateMap, Parents]:
-    """Dynamic program over blocks. State: capped valid hours per job; kept: least energy to reach it.
-
-    Keeping only the least energy per state is exact both for the objective (value depends on the
-    state alone) and for the budget constraint on energy applied at the end. Its result is kept
-    by :func:`_frontier`, per (blocks, jobs). ``radix``: ``_radix(jobs)``.
-    """
-    frontier: StateMap = {sum(min(j[1], j[0]) * m for j, (m, _r) in zip(jobs, radix, strict=True)): 0.0}
-    parents = []
-    n_jobs = len(jobs)
-    usable = [(k, mult, r, req, deadline, min_rel)
-              for k, ((req, _f, deadline, min_rel, value, _pc), (mult, r)) in enumerate(zip(jobs, radix, strict=True))
-              if value > 0 and req > 0]
-    for hours, end, rel, energy in blocks:
-        options = [(k, mult, r, req) for k, mult, r, req, deadline, min_rel in usable
-                   if end <= deadline and rel >= min_rel]
-        par: dict[int, int] = {}
-        parents.append(par)
-        if not options:
-            continue  # the block serves no job: every state passes through unchanged
-        nxt = dict(frontier)
-        get = nxt.get
-        for state, neg_e in frontier.items():
-            ne = neg_e - energy
-            for k, mult, r, cap in options:
-                h = state // mult % r
-                if h >= cap:
-                    continue
-                nh = h + hours
-                ns = state + ((cap if nh > cap else nh) - h) * mult  # capped: hours past the need never count
-                old = get(ns)
-                if old is None or ne > old + 1e-12:
-                    nxt[ns] = ne
-                    par[ns] = state * n_jobs + k
-        frontier = nxt
-    return frontier, tuple(parents)
-
-
-INF = float("inf")
-# up to this many (state, job) pairs a frontier's values are summed state by state, past it job by job
-_SMALL_FRONTIER = 48
+INF = kernels.INF
 
 
 class Frontier:
@@ -114,28 +71,14 @@ class Frontier:
     def __init__(self, blocks: tuple[BlockKey, ...], jobs: tuple[JobKey, ...]) -> None:
         self.jobs = jobs
         self.radix = _radix(jobs)
-        frontier, self.parents = _dp(blocks, jobs, self.radix)
+        frontier, self.parents = kernels.dp(blocks, jobs, self.radix)
         self.codes = tuple(frontier)
         self.neg_e = tuple(frontier.values())
         self._columns: list[list[int]] | None = None
         self._states: tuple[tuple[int, ...], ...] | None = None
         self._vals: tuple[tuple[float, ...], ...] | None = None
-        if len(self.codes) * len(jobs) <= _SMALL_FRONTIER:
-            terms = [(j[4], j[0], j[5], mult, r) for j, (mult, r) in zip(jobs, self.radix, strict=True)]
-            base: list[float] = []
-            for code in self.codes:
-                total: float = 0  # as sum(): from the int 0, adding job by job
-                for value, req, pc, mult, r in terms:
-                    total = total + job_value(value, req, pc, code // mult % r)
-                base.append(total)
-            self.base = tuple(base)
-        else:
-            # sum() of each state's values, job by job from the int 0, done column by column (the
-            # same additions in the same order, without a tuple per state)
-            totals: list[float] = [0] * len(self.codes)
-            for column in self._value_columns():
-                totals = [t + v for t, v in zip(totals, column, strict=True)]
-            self.base = tuple(totals)
+        # each state's value, job by job from zero as sum() adds them (no jobs: the int 0 of sum())
+        self.base = tuple(kernels.state_values(self.codes, jobs, self.radix)) if jobs else (0,) * len(self.codes)
         self.max_energy = -min(self.neg_e)
         self.solved: dict[float, tuple[float, float, tuple[int, ...]]] = {}
         self.extras: dict[tuple[BlockKey, float], tuple[float, int]] = {}
@@ -226,36 +169,9 @@ class Frontier:
         magnitudes, for :func:`_grouped`'s rounding argument.
         """
         if self._groups is None:
-            values = [b + n for b, n in zip(self.base, self.neg_e, strict=True)]
-            top, first, second = -INF, -1, -INF  # "no job"
-            for i, v in enumerate(values):
-                if v > top:
-                    top, first, second = v, i, top
-                elif v > second:
-                    second = v
-            # per job, state by state (the same updates in the same order as state by state, job by job)
-            per_job: list[dict[int, list[Any]]] = []
-            for j, column in zip(self.jobs, self.columns, strict=True):
-                req = j[0]
-                groups: dict[int, list[Any]] = {}
-                for i, h in enumerate(column):
-                    if h >= req:
-                        continue  # the scan never offers job k an extra block in a state that fills it
-                    v = values[i]
-                    g = groups.get(h)
-                    if g is None:
-                        groups[h] = [v, i, -INF]
-                    elif v > g[0]:
-                        g[2], g[0], g[1] = g[0], v, i
-                    elif v > g[2]:
-                        g[2] = v  # a tie with the top lands here too: it makes the pair unsure
-                per_job.append(groups)
+            nojob, per_job = kernels.frontier_groups(self.jobs, self.columns, self.base, self.neg_e)
             scale = max([abs(x) for x in self.base] + [abs(x) for x in self.neg_e] + [abs(j[4]) for j in self.jobs])
-            bases, negs = self.base, self.neg_e
-            self._groups = ((top, first, second),
-                            tuple(tuple((h, g[1], g[2], job_value(j[4], j[0], j[5], h), bases[g[1]], negs[g[1]])
-                                        for h, g in d.items())
-                                  for j, d in zip(self.jobs, per_job, strict=True)), scale)
+            self._groups = (nojob, per_job, scale)
         return self._groups
 
 
@@ -282,34 +198,9 @@ def _grouped(fr: Frontier, extra: BlockKey, budget: float) -> tuple[float, int] 
     if budget != INF:
         return None
     nojob, per_job, scale = fr.groups()
-    hours, end, rel, energy = extra
-    if scale > 1e5 or abs(energy) > 1e5:
+    if scale > 1e5 or abs(extra[3]) > 1e5:
         return None
-    best, first = nojob[0], (nojob[1], 0)  # the best value and its first candidate: (state, place in the state)
-    runner = nojob[2]
-    for k, (req, _f, deadline, min_rel, value, pc) in enumerate(fr.jobs):
-        if not (end <= deadline and rel >= min_rel and value > 0 and req > 0):
-            continue
-        for h, i, second, now, base_i, neg_e_i in per_job[k]:
-            # job_value(value, req, pc, min(h + hours, req)), inlined: the same expression, the same float
-            nh = h + hours
-            gain = (value if nh >= req else 0.0 if pc <= 0.0 or nh <= 0 else value * pc * nh / req) - now
-            cand = base_i + gain + neg_e_i - energy
-            hidden = second + gain - energy
-            if hidden > runner:
-                runner = hidden
-            if cand > best:
-                if best > runner:
-                    runner = best
-                best, first = cand, (i, 1 + k)
-            elif cand == best:
-                # an exact tie: the scan keeps the earlier (state, then "no job" before each job in order)
-                first = min(first, (i, 1 + k))
-            elif cand > runner:
-                runner = cand
-    if runner >= best - _CLEAR:
-        return None
-    return best, first[1] - 1
+    return kernels.grouped_extra(fr.jobs, nojob, per_job, extra, _CLEAR)
 
 
 # Frontiers are reused within a few rounds of one episode (a lab whose holdings did not change),
@@ -370,33 +261,16 @@ def extra_price(fr: Frontier, extra: BlockKey, budget: float) -> tuple[float, in
 
 def _scan_extra(fr: Frontier, extra: BlockKey, budget: float) -> tuple[float, int]:
     """The scalar what-if: scan the frontier once for the best use of one more block."""
-    jobs = fr.jobs
-    hours, end, rel, energy = extra
-    fits = [k for k, (req, _f, deadline, min_rel, value, _pc) in enumerate(jobs)
-            if end <= deadline and rel >= min_rel and value > 0 and req > 0]
-    best, choice = -INF, -1
-    for state, neg_e, vals, base in zip(fr.states, fr.neg_e, fr.vals, fr.base, strict=True):
-        if -neg_e > budget + 1e-9:
-            continue
-        if base + neg_e > best + 1e-12:
-            best, choice = base + neg_e, -1
-        if -neg_e + energy > budget + 1e-9:
-            continue
-        for k in fits:
-            req = jobs[k][0]
-            if state[k] >= req:
-                continue
-            gain = job_value(jobs[k][4], req, jobs[k][5], min(state[k] + hours, req)) - vals[k]
-            if base + gain + neg_e - energy > best + 1e-12:
-                best, choice = base + gain + neg_e - energy, k
-    return best, choice
+    return kernels.scan_extra(fr.jobs, fr.states, fr.neg_e, fr.vals, fr.base, extra, budget)
 
 
 # below this many (state, extra block, job) triples a batch is priced by the scalar scan; building
 # a frontier's arrays costs about as much as scanning 4,000 candidates, so a frontier without them
-# yet must have a larger batch to pay for them (decision 0021, step 15)
+# yet must have a larger batch to pay for them (decision 0021, step 15). The compiled scan beats
+# the array pass at every batch measured (decision 0024): with it, every batch is scanned.
 _BATCH_MIN = 256
 _BATCH_MIN_NEW_ARRAYS = 4096
+_SCAN_COMPILED = native.status().get(kernels.__name__) == "compiled"
 
 
 def with_extras(blocks: tuple[BlockKey, ...], jobs: tuple[JobKey, ...], extras: Sequence[BlockKey],
@@ -425,7 +299,8 @@ def extra_prices(fr: Frontier, extras: Sequence[BlockKey], budget: float) -> lis
             fr.extras[key] = hit
     missing = unsure
     if missing:
-        if len(missing) * len(fr.states) * max(1, len(jobs)) < (_BATCH_MIN if fr.has_arrays else _BATCH_MIN_NEW_ARRAYS):
+        if _SCAN_COMPILED or (len(missing) * len(fr.states) * max(1, len(jobs))
+                              < (_BATCH_MIN if fr.has_arrays else _BATCH_MIN_NEW_ARRAYS)):
             for key in missing:
                 fr.extras[key] = _scan_extra(fr, key[0], key[1])
         else:

@@ -1,0 +1,113 @@
+"""Compiled builds of the core's kernels, used only where they match their source exactly.
+
+``make install`` compiles :data:`COMPILED` with mypyc into ``<venv>/gpu-arena-native`` (see
+:mod:`gpu_arena.native_build`), beside a manifest holding each module's source digest. The
+builds live outside the source tree on purpose: a compiled module next to its ``.py`` would shadow
+it, so an edit would run stale code until the next build. Here :func:`load` compares the source
+on disk with the digest the build was made from and falls back to the source on any mismatch, so
+an edited kernel runs as written (slower) until ``make install`` builds it again.
+
+``GPU_ARENA_NATIVE=0`` turns the builds off (the source runs everywhere); ``GPU_ARENA_NATIVE_DIR``
+moves them. :func:`status` says which kernels run compiled, for benchmarks to record.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import importlib.machinery
+import importlib.util
+import json
+import os
+import sys
+from pathlib import Path
+from types import ModuleType
+
+# the modules the build compiles: small, typed, and free of the project's classes (see kernels.py)
+COMPILED: tuple[str, ...] = ("gpu_arena.core.kernels",)
+MANIFEST = "manifest.json"
+# why each module runs as it does, by name: "compiled", or the reason it runs from source
+_STATUS: dict[str, str] = {}
+
+
+def native_dir() -> Path:
+    """Where the builds live: ``$GPU_ARENA_NATIVE_DIR``, else ``gpu-arena-native`` in the
+    environment's prefix (the virtualenv ``make install`` fills)."""
+    return Path(os.environ.get("GPU_ARENA_NATIVE_DIR") or Path(sys.prefix) / "gpu-arena-native")
+
+
+def source_digest(path: Path) -> str:
+    """The SHA-256 of a module's source bytes, as the manifest records it."""
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def _abi() -> str:
+    """The interpreter a build is for (extension modules load only into the one they were built for)."""
+    return f"{sys.implementation.cache_tag}-{sys.platform}"
+
+
+def _compiled(name: str, source: Path) -> ModuleType | str:
+    """The compiled module ``name``, loaded under its own name, or why not."""
+    if os.environ.get("GPU_ARENA_NATIVE", "1") == "0":
+        return "GPU_ARENA_NATIVE=0"
+    where = native_dir()
+    try:
+        manifest = json.loads((where / MANIFEST).read_text())
+    except (OSError, ValueError):
+        return "not built (make install builds it)"
+    entry = manifest.get("modules", {}).get(name) if isinstance(manifest, dict) else None
+    if not isinstance(entry, dict) or manifest.get("abi") != _abi():
+        return "not built for this interpreter (make install builds it)"
+    if entry.get("sha256") != source_digest(source):
+        return "its source changed since the build (make install builds it again)"
+    try:
+        # a mypyc build of a module inside a package is a shim plus a library it imports by name:
+        # load the library first under that name, so the shim finds it without a path to search
+        for lib_name, filename in entry.get("libraries", {}).items():
+            if lib_name not in sys.modules:
+                sys.modules[lib_name] = _load_extension(lib_name, where / filename)
+        return _load_extension(name, where / entry["file"])
+    except (ImportError, OSError, KeyError, TypeError) as exc:
+        return f"the build did not load ({exc})"
+
+
+def _load_extension(name: str, path: Path) -> ModuleType:
+    loader = importlib.machinery.ExtensionFileLoader(name, str(path))
+    spec = importlib.util.spec_from_file_location(name, path, loader=loader)
+    if spec is None:
+        raise ImportError(f"no extension module at {path}")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    try:
+        loader.exec_module(module)
+    except BaseException:
+        del sys.modules[name]
+        raise
+    return module
+
+
+def load(name: str) -> ModuleType:
+    """Module ``name`` (one of :data:`COMPILED`): its compiled build where one matches the source
+    on disk, else the source itself. Either way it is ``sys.modules[name]``, imported once."""
+    if name in sys.modules:
+        return sys.modules[name]
+    spec = importlib.util.find_spec(name)
+    if spec is None or spec.origin is None:
+        raise ImportError(f"no module named {name!r}")
+    module = _compiled(name, Path(spec.origin))
+    if isinstance(module, ModuleType):
+        _STATUS[name] = "compiled"
+        return module
+    _STATUS[name] = f"source: {module}"
+    return importlib.import_module(name)
+
+
+def load_compiled() -> None:
+    """:func:`load` every module of :data:`COMPILED` (the core's ``__init__`` does, first)."""
+    for name in COMPILED:
+        load(name)
+
+
+def status() -> dict[str, str]:
+    """Each compiled-capable module loaded so far: "compiled", or "source: <why>"."""
+    return dict(_STATUS)
