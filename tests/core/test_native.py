@@ -74,7 +74,9 @@ def test_a_fresh_build_is_the_one_that_runs() -> None:
        st.floats(0.0, 200.0, allow_nan=False) | st.just(float("inf")))
 def test_compiled_kernels_equal_the_source_bit_for_bit(blocks: list, jobs: list, extras: list, budget: float) -> None:
     b, j = tuple(blocks), tuple(jobs)
-    radix = allocation._radix(j)
+    radix = kernels.radix(j)
+    assert radix == plain.radix(j)
+    assert repr(kernels.solve_frontier(b, j)) == repr(plain.solve_frontier(b, j))
     frontier, parents = kernels.dp(b, j, radix)
     frontier_src, parents_src = plain.dp(b, j, radix)
     assert list(frontier.items()) == list(frontier_src.items())  # the same states in the same order
@@ -91,6 +93,8 @@ def test_compiled_kernels_equal_the_source_bit_for_bit(blocks: list, jobs: list,
         assert repr(kernels.grouped_extra(j, groups[0], groups[1], extra, 1e-9)) == repr(
             plain.grouped_extra(j, groups[0], groups[1], extra, 1e-9))
     assert neg_e == fr.neg_e
+    assert repr(kernels.best_plan(fr.codes, fr.neg_e, fr.base, fr.parents, len(j), budget)) == repr(
+        plain.best_plan(fr.codes, fr.neg_e, fr.base, fr.parents, len(j), budget))
 
 
 # ---------------------------------------------------------------- the loader, in fresh interpreters

@@ -38,17 +38,6 @@ StateMap = dict[int, float]  # state -> minus the least energy that reaches it
 Parents = tuple[dict[int, int], ...]
 
 
-def _radix(jobs: tuple[JobKey, ...]) -> tuple[tuple[int, int], ...]:
-    """(multiplier, radix) of each job's digit in a packed state."""
-    out = []
-    mult = 1
-    for j in jobs:
-        radix = max(j[0], 0) + 1
-        out.append((mult, radix))
-        mult *= radix
-    return tuple(out)
-
-
 INF = kernels.INF
 
 
@@ -70,15 +59,12 @@ class Frontier:
 
     def __init__(self, blocks: tuple[BlockKey, ...], jobs: tuple[JobKey, ...]) -> None:
         self.jobs = jobs
-        self.radix = _radix(jobs)
-        frontier, self.parents = kernels.dp(blocks, jobs, self.radix)
-        self.codes = tuple(frontier)
-        self.neg_e = tuple(frontier.values())
+        self.radix, self.codes, self.neg_e, self.parents, base = kernels.solve_frontier(blocks, jobs)
         self._columns: list[list[int]] | None = None
         self._states: tuple[tuple[int, ...], ...] | None = None
         self._vals: tuple[tuple[float, ...], ...] | None = None
         # each state's value, job by job from zero as sum() adds them (no jobs: the int 0 of sum())
-        self.base = tuple(kernels.state_values(self.codes, jobs, self.radix)) if jobs else (0,) * len(self.codes)
+        self.base = tuple(base) if jobs else (0,) * len(self.codes)
         self.max_energy = -min(self.neg_e)
         self.solved: dict[float, tuple[float, float, tuple[int, ...]]] = {}
         self.extras: dict[tuple[BlockKey, float], tuple[float, int]] = {}
@@ -125,22 +111,11 @@ class Frontier:
         hit = self.solved.get(budget)
         if hit is not None:
             return hit
-        limit = budget + 1e-9
-        best_i, best_total, best_value = -1, -INF, 0.0
-        for i, (neg_e, v) in enumerate(zip(self.neg_e, self.base, strict=True)):
-            if -neg_e > limit:
-                continue
-            if v + neg_e > best_total + 1e-12:
-                best_i, best_total, best_value = i, v + neg_e, v
+        best_i, choices = kernels.best_plan(self.codes, self.neg_e, self.base, self.parents, len(self.jobs), budget)
         assert best_i >= 0  # assigning nothing costs nothing and is always in the frontier
-        choices = [-1] * len(self.parents)
-        state = self.codes[best_i]
-        n_jobs = len(self.jobs)
-        for i in range(len(self.parents) - 1, -1, -1):
-            step = self.parents[i].get(state)
-            if step is not None:  # else the state came through block i unchanged: it serves no job
-                state, choices[i] = divmod(step, n_jobs)
-        out = self.solved[budget] = (best_value, best_value - best_total, tuple(choices))
+        best_value = self.base[best_i]  # the sum itself (the int 0 where there are no jobs), as the scan kept it
+        best_total = best_value + self.neg_e[best_i]
+        out = self.solved[budget] = (best_value, best_value - best_total, choices)
         return out
 
     @property

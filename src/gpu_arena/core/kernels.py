@@ -25,6 +25,56 @@ GroupRow = tuple[int, int, float, float, float, float]
 INF = float("inf")
 
 
+def radix(jobs: tuple[JobKey, ...]) -> tuple[tuple[int, int], ...]:
+    """(multiplier, radix) of each job's digit in a packed state: job k's capped hours times the
+    product of (requirement + 1) of the jobs before it."""
+    out: list[tuple[int, int]] = []
+    mult = 1
+    for job in jobs:
+        r: int = max(job[0], 0) + 1
+        out.append((mult, r))
+        mult *= r
+    return tuple(out)
+
+
+def solve_frontier(blocks: tuple[BlockKey, ...], jobs: tuple[JobKey, ...]) -> tuple[
+        tuple[tuple[int, int], ...], tuple[int, ...], tuple[float, ...], tuple[dict[int, int], ...], list[float]]:
+    """Everything a frontier is built from: its radix, its packed states (``codes``) and minus
+    their least energies (``neg_e``) in DP order, the parent maps of :func:`dp`, and each state's
+    value (:func:`state_values`; empty where there are no jobs)."""
+    rad = radix(jobs)
+    frontier, parents = dp(blocks, jobs, rad)
+    codes = tuple(frontier)
+    return rad, codes, tuple(frontier.values()), parents, state_values(codes, jobs, rad) if jobs else []
+
+
+def best_plan(codes: tuple[int, ...], neg_es: tuple[float, ...], bases: tuple[float, ...],
+              parents: tuple[dict[int, int], ...], n_jobs: int, budget: float) -> tuple[int, tuple[int, ...]]:
+    """The state of the best plan whose energy fits ``budget`` (the first of the largest value −
+    energy, later ones must beat it by more than 1e-12) and the job each block serves in it (-1:
+    none), walked back through the parent maps."""
+    limit: float = budget + 1e-9
+    best_i = -1
+    best_total: float = -INF
+    for i in range(len(codes)):
+        neg_e: float = neg_es[i]
+        if -neg_e > limit:
+            continue
+        total: float = bases[i] + neg_e
+        if total > best_total + 1e-12:
+            best_i, best_total = i, total
+    choices: list[int] = [-1] * len(parents)
+    if best_i < 0:
+        return best_i, tuple(choices)
+    state: int = codes[best_i]
+    for b in range(len(parents) - 1, -1, -1):
+        step = parents[b].get(state)
+        if step is not None:  # else the state came through block b unchanged: it serves no job
+            state = step // n_jobs
+            choices[b] = step % n_jobs
+    return best_i, tuple(choices)
+
+
 def dp(blocks: tuple[BlockKey, ...], jobs: tuple[JobKey, ...],
        radix: tuple[tuple[int, int], ...]) -> tuple[dict[int, float], tuple[dict[int, int], ...]]:
     """The allocation DP over ``blocks`` (see :func:`gpu_arena.core.allocation.solve`): packed
