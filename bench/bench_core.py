@@ -76,24 +76,32 @@ def load_calib() -> Any:
     return module
 
 
+def timed_episode(env: GpuArenaEnv, seed: int) -> tuple[int, float]:
+    """One episode of a random controlled seat (its actions built from its own wire observation,
+    10% malformed): (steps, seconds inside ``step``)."""
+    steps, step_time = 0, 0.0
+    obs = env.reset(seed=seed)
+    driver = make_policy("random_valid", seed=seed, invalid_rate=0.1)
+    while not obs.done:
+        action = driver.act(obs)
+        t0 = time.perf_counter()
+        obs = env.step(action)
+        step_time += time.perf_counter() - t0
+        steps += 1
+    return steps, step_time
+
+
 def _time_steps(env: GpuArenaEnv, seconds: float) -> tuple[int, int, float, float]:
-    """Episodes of a random controlled seat (its actions built from its own wire observation, 10%
-    malformed) for about ``seconds``: (steps, episodes, seconds inside ``step``, seconds in all)."""
+    """:func:`timed_episode` on seeds 0, 1, ... for about ``seconds``: (steps, episodes, seconds
+    inside ``step``, seconds in all)."""
     steps = episodes = 0
     step_time = 0.0
     t_start = time.perf_counter()
-    seed = 0
     while time.perf_counter() - t_start < seconds:
-        obs = env.reset(seed=seed)
-        driver = make_policy("random_valid", seed=seed, invalid_rate=0.1)
-        while not obs.done:
-            action = driver.act(obs)
-            t0 = time.perf_counter()
-            obs = env.step(action)
-            step_time += time.perf_counter() - t0
-            steps += 1
+        n, spent = timed_episode(env, episodes)
+        steps += n
+        step_time += spent
         episodes += 1
-        seed += 1
     return steps, episodes, step_time, time.perf_counter() - t_start
 
 

@@ -11,12 +11,14 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
 import subprocess
 import sys
 import sysconfig
 import tempfile
 from pathlib import Path
+from typing import Any
 
 from .core.native import COMPILED, MANIFEST, _abi, native_dir, source_digest
 
@@ -34,11 +36,18 @@ def _source(name: str) -> Path:
 
 
 def build(out: Path, *, quiet: bool = False) -> dict[str, object]:
-    """Compile :data:`COMPILED` into ``out``; returns the manifest written there."""
+    """Compile :data:`COMPILED` into ``out``; returns the manifest written there.
+
+    A running process may have the previous build mapped (a server, a training run): a shared
+    library overwritten in place under it crashes it. So each build's files are new files, named
+    by the digest of the source they were built from, moved into place whole (``os.replace``), and
+    the manifest is replaced last, in one step; files of older builds are unlinked, which leaves
+    them to the processes that have them open.
+    """
     suffix = sysconfig.get_config_var("EXT_SUFFIX") or ".so"
     with tempfile.TemporaryDirectory(prefix="gpu-arena-native-") as tmp:
         root = Path(tmp)
-        paths = []
+        paths, digests = [], {}
         for name in COMPILED:
             parts = name.split(".")
             for depth in range(1, len(parts)):  # the packages, empty: each kernel imports nothing of the project
@@ -47,26 +56,44 @@ def build(out: Path, *, quiet: bool = False) -> dict[str, object]:
                 init.touch()
             target = root.joinpath(*parts).with_suffix(".py")
             shutil.copyfile(_source(name), target)
+            digests[name] = source_digest(target)  # of the bytes compiled, even if the source moves on meanwhile
             paths.append(str(target.relative_to(root)))
         (root / "setup.py").write_text(_SETUP.format(paths=paths))
         done = subprocess.run([sys.executable, "setup.py"], cwd=root, capture_output=quiet, text=True, check=False)
         if done.returncode != 0:
             raise RuntimeError(f"mypyc build failed:\n{done.stdout[-4000:] if quiet else ''}{done.stderr[-4000:] if quiet else ''}")
         out.mkdir(parents=True, exist_ok=True)
-        modules: dict[str, object] = {}
+        modules: dict[str, dict[str, Any]] = {}
         built = {p.relative_to(root): p for p in root.rglob(f"*{suffix}") if "build" not in p.relative_to(root).parts}
         for name in COMPILED:
             parts = name.split(".")
             shim = Path(*parts[:-1], parts[-1] + suffix)
             libraries = {".".join([*parts[:-1], rel.name[: -len(suffix)]]): rel for rel in built
                          if rel.parent == shim.parent and rel.name.startswith(parts[-1] + "__mypyc")}
-            for rel in [shim, *libraries.values()]:
-                shutil.copyfile(built[rel], out / ".".join(rel.parts))
-            modules[name] = {"sha256": source_digest(_source(name)), "file": ".".join(shim.parts),
-                             "libraries": {lib: ".".join(rel.parts) for lib, rel in libraries.items()}}
+            placed = {module: _place(built[rel], out, f"{module}-{digests[name][:16]}{suffix}")
+                      for module, rel in [(name, shim), *libraries.items()]}
+            modules[name] = {"sha256": digests[name], "file": placed.pop(name), "libraries": placed}
     manifest: dict[str, object] = {"abi": _abi(), "modules": modules}
-    (out / MANIFEST).write_text(json.dumps(manifest, indent=1) + "\n")
+    _place_text(json.dumps(manifest, indent=1) + "\n", out / MANIFEST)
+    kept = {MANIFEST} | {f for m in modules.values() for f in [m["file"], *m["libraries"].values()]}
+    for stale in out.iterdir():
+        if stale.name not in kept and stale.name.endswith(suffix):
+            stale.unlink()
     return manifest
+
+
+def _place(src: Path, out: Path, filename: str) -> str:
+    """Copy ``src`` to ``out/filename`` as a new file moved into place whole; returns ``filename``."""
+    partial = out / f".{filename}.{os.getpid()}.partial"
+    shutil.copyfile(src, partial)
+    os.replace(partial, out / filename)
+    return filename
+
+
+def _place_text(text: str, path: Path) -> None:
+    partial = path.with_name(f".{path.name}.{os.getpid()}.partial")
+    partial.write_text(text)
+    os.replace(partial, path)
 
 
 def main(argv: list[str] | None = None) -> int:

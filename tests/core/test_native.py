@@ -157,3 +157,26 @@ def test_a_broken_build_runs_the_source(built: Path, tmp_path: Path) -> None:
     (broken / entry["file"]).write_bytes(b"not an extension module")
     state, path = _probe(broken)
     assert state.startswith("source: the build did not load") and path == str(SOURCE)
+
+
+def test_a_rebuild_leaves_the_processes_running_the_old_build_alone(built: Path, tmp_path: Path) -> None:
+    """make install while a server runs: the server keeps the build it loaded (a shared library
+    overwritten in place under a process crashes it)."""
+    live = tmp_path / "live"
+    shutil.copytree(built, live)
+    code = ("import sys; from gpu_arena.core import kernels, native; "
+            "print(native.status()['gpu_arena.core.kernels'], flush=True); sys.stdin.readline(); "
+            "print(kernels.solve_frontier(((4, 2, 0.9, 3.0), (2, 3, 1.0, 1.0)), ((5, 0, 3, 0.9, 10.0, 0.5),))[4])")
+    proc = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+                            env={**os.environ, "GPU_ARENA_NATIVE": "1", "GPU_ARENA_NATIVE_DIR": str(live)})
+    try:
+        assert proc.stdout is not None and proc.stdout.readline().strip() == "compiled"
+        done = subprocess.run([sys.executable, "-m", "gpu_arena.native_build", "--out", str(live), "--quiet"],
+                              capture_output=True, text=True, timeout=600, check=False)
+        assert done.returncode == 0, done.stderr
+        out, _ = proc.communicate("go\n", timeout=120)
+    finally:
+        proc.kill()
+    assert proc.returncode == 0
+    assert out.strip() == repr(plain.solve_frontier(((4, 2, 0.9, 3.0), (2, 3, 1.0, 1.0)), ((5, 0, 3, 0.9, 10.0, 0.5),))[4])
+    assert sorted(p.name for p in live.iterdir()) == sorted(p.name for p in built.iterdir())  # no build left behind

@@ -17,26 +17,7 @@ import numpy as np
 
 # the DP and the what-if scans: compiled where make install built them (gpu_arena.core.native)
 from . import kernels, native
-from .kernels import BlockKey, JobKey
-
-
-def job_value(value: float, required: int, partial_credit: float, hours: float) -> float:
-    """Value of a job given the valid hours assigned to it."""
-    if hours >= required:
-        return value
-    if partial_credit <= 0.0 or hours <= 0:
-        return 0.0
-    return value * partial_credit * hours / required
-
-
-# DP states are the capped valid hours per job, packed into one int (mixed radix: job k's hours
-# times the product of (cap + 1) of the jobs before it): cheaper to build and hash than tuples
-StateMap = dict[int, float]  # state -> minus the least energy that reaches it
-# per block: state -> previous state × (number of jobs) + job, for the states that block reached or
-# improved; a state missing from a block's map came through it unchanged (the block serves no job on
-# that path). Plain ints: a map of ints is never tracked by the garbage collector, one of tuples is.
-Parents = tuple[dict[int, int], ...]
-
+from .kernels import BlockKey, JobKey, job_value
 
 INF = kernels.INF
 

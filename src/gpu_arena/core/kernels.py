@@ -25,6 +25,16 @@ GroupRow = tuple[int, int, float, float, float, float]
 INF = float("inf")
 
 
+def job_value(value: float, required: int, partial_credit: float, hours: float) -> float:
+    """Value of a job given the valid hours assigned to it (whole hours in every use; a float
+    ``hours`` gives the same float an int of the same value does)."""
+    if hours >= required:
+        return value
+    if partial_credit <= 0.0 or hours <= 0:
+        return 0.0
+    return value * partial_credit * hours / required
+
+
 def radix(jobs: tuple[JobKey, ...]) -> tuple[tuple[int, int], ...]:
     """(multiplier, radix) of each job's digit in a packed state: job k's capped hours times the
     product of (requirement + 1) of the jobs before it."""
@@ -75,6 +85,11 @@ def best_plan(codes: tuple[int, ...], neg_es: tuple[float, ...], bases: tuple[fl
     return best_i, tuple(choices)
 
 
+# DP states are the capped valid hours per job, packed into one int (mixed radix, see radix()):
+# cheaper to build and hash than tuples. Per block, the parent map holds state -> previous state ×
+# (number of jobs) + job for the states that block reached or improved; a state missing from a
+# block's map came through it unchanged (the block serves no job on that path). Plain ints: a map
+# of ints is never tracked by the garbage collector, one of tuples is.
 def dp(blocks: tuple[BlockKey, ...], jobs: tuple[JobKey, ...],
        radix: tuple[tuple[int, int], ...]) -> tuple[dict[int, float], tuple[dict[int, int], ...]]:
     """The allocation DP over ``blocks`` (see :func:`gpu_arena.core.allocation.solve`): packed
@@ -242,16 +257,6 @@ def grouped_extra(jobs: tuple[JobKey, ...], nojob: tuple[float, int, float],
     if runner >= best - clear:
         return None
     return best, first_place - 1
-
-
-def job_value(value: float, required: int, partial_credit: float, hours: int) -> float:
-    """A job's value with ``hours`` valid hours on it (as
-    :func:`gpu_arena.core.allocation.job_value`, for whole hours)."""
-    if hours >= required:
-        return value
-    if partial_credit <= 0.0 or hours <= 0:
-        return 0.0
-    return value * partial_credit * hours / required
 
 
 def state_values(codes: tuple[int, ...], jobs: tuple[JobKey, ...],
