@@ -20,7 +20,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from .core.native import COMPILED, MANIFEST, _abi, native_dir, source_digest
+from .core.native import COMPILED, MANIFEST, interpreter_tag, native_dir, source_digest
 
 _SETUP = """\
 from setuptools import setup
@@ -73,7 +73,7 @@ def build(out: Path, *, quiet: bool = False) -> dict[str, object]:
             placed = {module: _place(built[rel], out, f"{module}-{digests[name][:16]}{suffix}")
                       for module, rel in [(name, shim), *libraries.items()]}
             modules[name] = {"sha256": digests[name], "file": placed.pop(name), "libraries": placed}
-    manifest: dict[str, object] = {"abi": _abi(), "modules": modules}
+    manifest: dict[str, object] = {"abi": interpreter_tag(), "modules": modules}
     _place_text(json.dumps(manifest, indent=1) + "\n", out / MANIFEST)
     kept = {MANIFEST} | {f for m in modules.values() for f in [m["file"], *m["libraries"].values()]}
     for stale in out.iterdir():

@@ -41,7 +41,7 @@ def source_digest(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
-def _abi() -> str:
+def interpreter_tag() -> str:
     """The interpreter a build is for (extension modules load only into the one they were built for)."""
     return f"{sys.implementation.cache_tag}-{sys.platform}"
 
@@ -55,9 +55,11 @@ def _compiled(name: str, source: Path) -> ModuleType | str:
         manifest = json.loads((where / MANIFEST).read_text())
     except (OSError, ValueError):
         return "not built (make install builds it)"
-    entry = manifest.get("modules", {}).get(name) if isinstance(manifest, dict) else None
-    if not isinstance(entry, dict) or manifest.get("abi") != _abi():
+    if not isinstance(manifest, dict) or manifest.get("abi") != interpreter_tag():
         return "not built for this interpreter (make install builds it)"
+    entry = manifest.get("modules", {}).get(name)
+    if not isinstance(entry, dict):
+        return "not built (make install builds it)"
     if entry.get("sha256") != source_digest(source):
         return "its source changed since the build (make install builds it again)"
     try:
