@@ -22,10 +22,10 @@ SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 # the core's kernels compiled with mypyc into $(VENV)/gpu-arena-native, rebuilt when a kernel's
 # source changes (gpu_arena.core.native runs a kernel compiled only while its build matches the
-# source); without a C compiler the source runs, with the same results
+# source); without a C compiler the source runs, with the same results, and the next make tries again
 NATIVE := $(VENV)/gpu-arena-native/manifest.json
 $(NATIVE): $(STAMP) src/gpu_arena/core/kernels.py src/gpu_arena/core/native.py src/gpu_arena/native_build.py
-	@$(PY) -m gpu_arena.native_build --quiet || echo "(the core's kernels run from source)"
+	@$(PY) -m gpu_arena.native_build --quiet --out $(dir $(NATIVE)) || echo "(the core's kernels run from source)"
 
 install: $(STAMP) $(NATIVE)
 

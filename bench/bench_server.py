@@ -302,7 +302,7 @@ def main() -> None:
     print(json.dumps({
         "benchmark": "server", "transport": "websocket", "python": sys.version.split()[0],
         "machine": platform.machine(), "cpus": os.cpu_count(), "seconds_per_measure": args.seconds,
-        "native": native.status(),  # the server's process imports the same core: the same build
+        "native": native.status(),  # this process's; the server it starts loads the same files at the same moment
         "tasks": tasks, **mem,
         "rss_mb_64_open_per_calib": None if mem["rss_mb_64_open"] is None else mem["rss_mb_64_open"] / unit,
         "calib_ops_per_s_at_rss": unit,

@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -22,6 +23,7 @@ from typing import Any
 
 from .core.native import COMPILED, MANIFEST, interpreter_tag, native_dir, source_digest
 
+_BUILD_NAME = re.compile(r"-[0-9a-f]{16}$")
 _SETUP = """\
 from setuptools import setup
 from mypyc.build import mypycify
@@ -70,14 +72,20 @@ def build(out: Path, *, quiet: bool = False) -> dict[str, object]:
             shim = Path(*parts[:-1], parts[-1] + suffix)
             libraries = {".".join([*parts[:-1], rel.name[: -len(suffix)]]): rel for rel in built
                          if rel.parent == shim.parent and rel.name.startswith(parts[-1] + "__mypyc")}
+            if shim not in built:
+                raise RuntimeError(f"mypyc built no {shim} (found: {', '.join(map(str, built)) or 'nothing'})")
             placed = {module: _place(built[rel], out, f"{module}-{digests[name][:16]}{suffix}")
                       for module, rel in [(name, shim), *libraries.items()]}
             modules[name] = {"sha256": digests[name], "file": placed.pop(name), "libraries": placed}
     manifest: dict[str, object] = {"abi": interpreter_tag(), "modules": modules}
     _place_text(json.dumps(manifest, indent=1) + "\n", out / MANIFEST)
-    kept = {MANIFEST} | {f for m in modules.values() for f in [m["file"], *m["libraries"].values()]}
+    kept = {f for m in modules.values() for f in [m["file"], *m["libraries"].values()]}
     for stale in out.iterdir():
-        if stale.name not in kept and stale.name.endswith(suffix):
+        # only this builder's own files: older builds (gpu_arena.<module>-<digest>.<suffix>) and
+        # partial copies left by an interrupted build; anything else in the folder stays
+        stem = stale.name[: -len(suffix)] if stale.name.endswith(suffix) else ""
+        ours = stale.name.startswith("gpu_arena.") and _BUILD_NAME.search(stem) is not None
+        if stale.name not in kept and (ours or stale.name.endswith(".partial")):
             stale.unlink()
     return manifest
 

@@ -96,9 +96,14 @@ def load(name: str) -> ModuleType:
     spec = importlib.util.find_spec(name)
     if spec is None or spec.origin is None:
         raise ImportError(f"no module named {name!r}")
-    module = _compiled(name, Path(spec.origin))
+    try:
+        module = _compiled(name, Path(spec.origin))
+    except Exception as exc:  # a manifest of the wrong shape, a source that cannot be read: run the source
+        module = f"the build did not load ({type(exc).__name__}: {exc})"
     if isinstance(module, ModuleType):
         _STATUS[name] = "compiled"
+        parent, _, child = name.rpartition(".")
+        setattr(sys.modules[parent], child, module)  # as the import system does for a submodule
         return module
     _STATUS[name] = f"source: {module}"
     return importlib.import_module(name)
