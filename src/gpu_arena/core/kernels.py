@@ -1,9 +1,10 @@
 """The allocation DP's inner loops, typed for compilation: the one source of each, compiled or not.
 
-:mod:`gpu_arena.core.allocation` calls these through :func:`gpu_arena.core.native.load`: where
-``make install`` built this module with mypyc (``python -m gpu_arena.native_build``) and the build
-matches this file byte for byte, the compiled module runs; anywhere else (an edited source, no C
-compiler, ``GPU_ARENA_NATIVE=0``) this file runs as it is. Both give the same floats: the loops do
+:mod:`gpu_arena.core.allocation` calls these. The core's ``__init__`` loads this module first,
+through :func:`gpu_arena.core.native.load`: where ``make install`` built it with mypyc (``python
+-m gpu_arena.native_build``) and the build matches this file byte for byte, every import of it gets
+the compiled module; anywhere else (an edited source, no C compiler, ``GPU_ARENA_NATIVE=0``) this
+file runs as it is (decision 0024). Both give the same floats: the loops do
 the same IEEE operations in the same order, and the tests compare them bit for bit.
 
 The functions take and return plain tuples, lists, dicts, ints and floats only (no classes of
