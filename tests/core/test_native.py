@@ -137,7 +137,7 @@ def test_no_build_turned_off_or_for_another_interpreter_runs_the_source(built: P
     other = tmp_path / "other"
     shutil.copytree(built, other)
     manifest = json.loads((other / native.MANIFEST).read_text())
-    (other / native.MANIFEST).write_text(json.dumps({**manifest, "abi": "cpython-39-linux"}))
+    (other / native.MANIFEST).write_text(json.dumps({**manifest, "abi": "cpython-313t-x86_64-linux-gnu"}))
     assert _probe(other)[0].startswith("source: not built for this interpreter")
     (other / native.MANIFEST).write_text("{not json")
     assert _probe(other)[0] == "source: not built (make install builds it)"

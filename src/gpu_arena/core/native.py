@@ -20,6 +20,7 @@ import importlib.util
 import json
 import os
 import sys
+import sysconfig
 from pathlib import Path
 from types import ModuleType
 
@@ -42,8 +43,10 @@ def source_digest(path: Path) -> str:
 
 
 def interpreter_tag() -> str:
-    """The interpreter a build is for (extension modules load only into the one they were built for)."""
-    return f"{sys.implementation.cache_tag}-{sys.platform}"
+    """The interpreter a build is for (extension modules load only into the one they were built for;
+    the extension suffix tells apart debug and free-threaded builds of the same version)."""
+    suffix = sysconfig.get_config_var("EXT_SUFFIX") or f".{sys.implementation.cache_tag}-{sys.platform}.so"
+    return suffix.strip(".").removesuffix(".so").removesuffix(".pyd")
 
 
 def _compiled(name: str, source: Path) -> ModuleType | str:
