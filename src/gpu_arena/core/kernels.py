@@ -95,7 +95,11 @@ def dp(blocks: tuple[BlockKey, ...], jobs: tuple[JobKey, ...],
        radix: tuple[tuple[int, int], ...]) -> tuple[dict[int, float], tuple[dict[int, int], ...]]:
     """The allocation DP over ``blocks`` (see :func:`gpu_arena.core.allocation.solve`): packed
     state -> minus the least energy that reaches it, and per block the parent map of the states
-    it reached or improved (packed previous state × number of jobs + job)."""
+    it reached or improved (packed previous state × number of jobs + job).
+
+    Keeping only the least energy per state is exact both for the objective (a plan's value
+    depends on its state alone) and for the budget, which is applied to the energy at the end.
+    """
     n_jobs = len(jobs)
     start = 0
     for k in range(n_jobs):
@@ -195,15 +199,8 @@ def scan_extra(jobs: tuple[JobKey, ...], states: tuple[tuple[int, ...], ...], ne
             have: int = state[k]
             if have >= req:
                 continue
-            # job_value(value, req, partial_credit, min(have + hours, req)), inlined
             nh: int = have + hours
-            if nh >= req:
-                new: float = job[4]
-            elif job[5] <= 0.0 or nh <= 0:
-                new = 0.0
-            else:
-                new = job[4] * job[5] * nh / req
-            gain: float = new - vals[i][k]
+            gain: float = job_value(job[4], req, job[5], nh if nh < req else req) - vals[i][k]
             cand: float = base + gain + neg_e - energy
             if cand > best + 1e-12:
                 best, choice = cand, k
@@ -232,15 +229,8 @@ def grouped_extra(jobs: tuple[JobKey, ...], nojob: tuple[float, int, float],
         if not (end <= job[2] and rel >= job[3] and value > 0 and req > 0):
             continue
         for row in per_job[k]:
-            # job_value(value, req, pc, min(h + hours, req)), inlined: the same expression, the same float
             nh: int = row[0] + hours
-            if nh >= req:
-                new: float = value
-            elif pc <= 0.0 or nh <= 0:
-                new = 0.0
-            else:
-                new = value * pc * nh / req
-            gain: float = new - row[3]
+            gain: float = job_value(value, req, pc, nh if nh < req else req) - row[3]
             cand: float = row[4] + gain + row[5] - energy
             hidden: float = row[2] + gain - energy
             if hidden > runner:
