@@ -37,7 +37,7 @@ def _source(name: str) -> Path:
     return Path(__file__).resolve().parent.joinpath(*name.split(".")[1:]).with_suffix(".py")
 
 
-def build(out: Path, *, quiet: bool = False) -> dict[str, object]:
+def build(out: Path, *, quiet: bool = False) -> dict[str, Any]:
     """Compile :data:`COMPILED` into ``out``; returns the manifest written there.
 
     A running process may have the previous build mapped (a server, a training run): a shared
@@ -74,11 +74,11 @@ def build(out: Path, *, quiet: bool = False) -> dict[str, object]:
                          if rel.parent == shim.parent and rel.name.startswith(parts[-1] + "__mypyc")}
             if shim not in built:
                 raise RuntimeError(f"mypyc built no {shim} (found: {', '.join(map(str, built)) or 'nothing'})")
-            placed = {module: _place(built[rel], out, f"{module}-{digests[name][:16]}{suffix}")
+            placed = {module: _place(built[rel].read_bytes(), out / f"{module}-{digests[name][:16]}{suffix}")
                       for module, rel in [(name, shim), *libraries.items()]}
             modules[name] = {"sha256": digests[name], "file": placed.pop(name), "libraries": placed}
-    manifest: dict[str, object] = {"abi": interpreter_tag(), "modules": modules}
-    _place_text(json.dumps(manifest, indent=1) + "\n", out / MANIFEST)
+    manifest: dict[str, Any] = {"abi": interpreter_tag(), "modules": modules}
+    _place((json.dumps(manifest, indent=1) + "\n").encode(), out / MANIFEST)
     kept = {f for m in modules.values() for f in [m["file"], *m["libraries"].values()]}
     for stale in out.iterdir():
         # only this builder's own files: older builds (gpu_arena.<module>-<digest>.<suffix>) and
@@ -90,18 +90,12 @@ def build(out: Path, *, quiet: bool = False) -> dict[str, object]:
     return manifest
 
 
-def _place(src: Path, out: Path, filename: str) -> str:
-    """Copy ``src`` to ``out/filename`` as a new file moved into place whole; returns ``filename``."""
-    partial = out / f".{filename}.{os.getpid()}.partial"
-    shutil.copyfile(src, partial)
-    os.replace(partial, out / filename)
-    return filename
-
-
-def _place_text(text: str, path: Path) -> None:
+def _place(data: bytes, path: Path) -> str:
+    """Write ``data`` to ``path`` as a new file moved into place whole; returns its name."""
     partial = path.with_name(f".{path.name}.{os.getpid()}.partial")
-    partial.write_text(text)
+    partial.write_bytes(data)
     os.replace(partial, path)
+    return path.name
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -116,7 +110,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"gpu_arena.native_build: {exc}\nThe core runs its Python source instead (same results, slower).",
               file=sys.stderr)
         return 1
-    print(f"compiled {', '.join(manifest['modules'])} into {out}")  # type: ignore[arg-type]
+    print(f"compiled {', '.join(manifest['modules'])} into {out}")
     return 0
 
 

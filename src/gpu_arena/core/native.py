@@ -50,7 +50,8 @@ def interpreter_tag() -> str:
 
 
 def _compiled(name: str, source: Path) -> ModuleType | str:
-    """The compiled module ``name``, loaded under its own name, or why not."""
+    """The compiled module ``name``, loaded under its own name, or why not (a build that fails to
+    load raises: :func:`load` reports it and runs the source)."""
     if os.environ.get("GPU_ARENA_NATIVE", "1") == "0":
         return "GPU_ARENA_NATIVE=0"
     where = native_dir()
@@ -65,15 +66,12 @@ def _compiled(name: str, source: Path) -> ModuleType | str:
         return "not built (make install builds it)"
     if entry.get("sha256") != source_digest(source):
         return "its source changed since the build (make install builds it again)"
-    try:
-        # a mypyc build of a module inside a package is a shim plus a library it imports by name:
-        # load the library first under that name, so the shim finds it without a path to search
-        for lib_name, filename in entry.get("libraries", {}).items():
-            if lib_name not in sys.modules:
-                sys.modules[lib_name] = _load_extension(lib_name, where / filename)
-        return _load_extension(name, where / entry["file"])
-    except (ImportError, OSError, KeyError, TypeError) as exc:
-        return f"the build did not load ({exc})"
+    # a mypyc build of a module inside a package is a shim plus a library it imports by name:
+    # load the library first under that name, so the shim finds it without a path to search
+    for lib_name, filename in entry.get("libraries", {}).items():
+        if lib_name not in sys.modules:
+            _load_extension(lib_name, where / filename)
+    return _load_extension(name, where / entry["file"])
 
 
 def _load_extension(name: str, path: Path) -> ModuleType:
@@ -101,7 +99,7 @@ def load(name: str) -> ModuleType:
         raise ImportError(f"no module named {name!r}")
     try:
         module = _compiled(name, Path(spec.origin))
-    except Exception as exc:  # a manifest of the wrong shape, a source that cannot be read: run the source
+    except Exception as exc:  # a corrupt extension, a manifest of the wrong shape, an unreadable source
         module = f"the build did not load ({type(exc).__name__}: {exc})"
     if isinstance(module, ModuleType):
         _STATUS[name] = "compiled"
