@@ -121,7 +121,7 @@ class LabValuer:
             return Plan(value, energy, dict(assignment))  # a fresh dict: callers may keep or change it
         blocks = [b for b in self.blocks if b.block_id not in drop] + extra
         keys = self._keys(drop, [block_key(b) for b in extra])
-        value, energy, choices = frontier(keys, self.job_keys, self._frontiers).solve(max(0.0, self.budget + money))
+        value, energy, choices = self._solve(keys, money)
         assignment = {b.block_id: self.jobs[k].job_id for b, k in zip(blocks, choices, strict=True) if k >= 0}
         return Plan(value, energy, assignment)
 
@@ -146,6 +146,10 @@ class LabValuer:
             return self._base[0], self._base[1]
         value, energy, _choices = self._solve_own()
         return value, energy
+
+    def _solve(self, keys: tuple[BlockKey, ...], money: float = 0.0) -> tuple[float, float, tuple[int, ...]]:
+        """The best plan of the blocks ``keys`` for its jobs, with ``money`` added to the budget."""
+        return frontier(keys, self.job_keys, self._frontiers).solve(max(0.0, self.budget + money))
 
     def _own(self) -> Frontier:
         """The frontier of its own blocks and jobs, kept: one cache lookup per valuer."""
@@ -182,8 +186,7 @@ class LabValuer:
         keys = [key for start, key in extra if start > self.round_index]
         if not drop and not keys and not money:
             return self.plan().net
-        value, energy, _choices = frontier(self._keys(drop, keys), self.job_keys, self._frontiers).solve(
-            max(0.0, self.budget + money))
+        value, energy, _choices = self._solve(self._keys(drop, keys), money)
         return value - energy
 
     def job_for(self, block: Block) -> str | None:
@@ -217,8 +220,7 @@ class LabValuer:
             # no second DP (about half of a lab's blocks, and the priciest part of the aids)
             return base_value - base_energy
         keys = self.block_keys
-        value, energy, _choices = frontier(keys[:i] + keys[i + 1:], self.job_keys, self._frontiers).solve(
-            max(0.0, self.budget + 0.0))
+        value, energy, _choices = self._solve(keys[:i] + keys[i + 1:])
         return value - energy
 
 
