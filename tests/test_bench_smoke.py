@@ -12,6 +12,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
 
 import bench_core
 import bench_server
+import step_us
 
 
 @pytest.mark.parametrize("task", ["single_trade", "coalition_market"])
@@ -43,6 +44,13 @@ def test_served_floor_measures_every_part() -> None:
     assert all(floor[k] > 0 for k in ("floor_views_us", "floor_acts_us", "floor_wrap_us"))
     total_us = floor["floor_views_us"] + floor["floor_acts_us"] + floor["floor_wrap_us"]
     assert floor["floor_steps_per_s"] == pytest.approx(1e6 / total_us)
+
+
+def test_step_us_times_every_step_of_its_episodes() -> None:
+    env = bench_core.GpuArenaEnv(task="single_trade")
+    steps, spent = bench_core.timed_episode(env, 3)
+    assert steps > 0 and spent > 0
+    assert step_us.step_us("single_trade", 2, None, 2) > 0
 
 
 def test_server_bench_deals_fresh_worlds_and_counts_replays() -> None:
