@@ -25,7 +25,8 @@ in this same process (before and after, averaged):
 * ``floor_default_*``: the same floor against the world's default opponents (their aids priced
   before the clock starts, their ``act`` timed on views that hold them), and ``budget_left_us``:
   the reference's step time (``reference_step_us``) less that floor, the time a step may spend
-  in the engine and in pricing the aids if it is to match the reference.
+  in the engine and in pricing the aids if it is to match the reference; ``engine_us``, what they
+  take today (the step less its floor), and ``engine_speedup_needed``, the ratio of the two.
 
 The issue's reference (the previous arena on this machine) scored 0.106 / 0.101 / 0.054 steps
 per calibration unit on single_trade / market_round / coalition_market.
@@ -195,6 +196,28 @@ def bench_floor_default(task: str, seconds: float) -> dict[str, float]:
     return {k.replace("floor_", "floor_default_", 1): v for k, v in floor.items()}
 
 
+def against_reference(row: dict[str, Any], anchor: float, unit: float) -> dict[str, Any]:
+    """Issue #17's target figures for one task's ``row`` (``env_default_*`` and ``floor_default_*``
+    measured), given the reference's steps per calibration unit (``anchor``) and this run's
+    calibration ops/s (``unit``)."""
+    step_us = 1e6 / row["env_default_steps_per_s"]
+    floor_us = 1e6 / row["floor_default_steps_per_s"]
+    out: dict[str, Any] = {
+        "reference_env_default_steps_per_calib": anchor,
+        # the target: this ratio at or above 1 on every task
+        "env_default_vs_reference": row["env_default_steps_per_s"] / unit / anchor,
+        # the reference's whole step time, and the part of it this step's floor leaves to the
+        # engine and the valuations (negative: the floor alone is slower than the reference)
+        "reference_step_us": 1e6 / (anchor * unit),
+    }
+    out["budget_left_us"] = out["reference_step_us"] - floor_us
+    # what the engine and the aids' valuations take today (the step less its floor), and how many
+    # times faster they must get for the target with the floor unchanged (None: no time is left)
+    out["engine_us"] = step_us - floor_us
+    out["engine_speedup_needed"] = out["engine_us"] / out["budget_left_us"] if out["budget_left_us"] > 0 else None
+    return out
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--seconds", type=float, default=4.0, help="time per task and measurement")
@@ -219,13 +242,7 @@ def main() -> None:
             row[key.replace("_per_s", "_per_calib")] = row[key] / unit
         anchor = anchored_reference().get(task)
         if anchor:
-            # issue #17's target: this figure at or above the reference's on every task
-            row["reference_env_default_steps_per_calib"] = anchor
-            row["env_default_vs_reference"] = row["env_default_steps_per_calib"] / anchor
-            # the reference's whole step time, and the part of it this step's floor leaves to the
-            # engine and the valuations (negative: the floor alone is slower than the reference)
-            row["reference_step_us"] = 1e6 / (anchor * unit)
-            row["budget_left_us"] = row["reference_step_us"] - 1e6 / row["floor_default_steps_per_s"]
+            row.update(against_reference(row, anchor, unit))
         row["reference_steps_per_calib"] = REFERENCE[task]
         row["target_steps_per_calib"] = 10 * REFERENCE[task]
         row["env_steps_vs_reference"] = row["env_steps_per_calib"] / REFERENCE[task]

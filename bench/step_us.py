@@ -1,13 +1,18 @@
 """Microseconds per ``GpuArenaEnv.step`` on fixed seeds, for A/B comparisons of one change.
 
-Run: ``python bench/step_us.py [--opponents default|random_valid] [--reps 4]``; prints one JSON
-line. Each repetition plays the same episodes (60 / 30 / 20 seeds of single_trade / market_round /
+Run: ``python bench/step_us.py [--opponents default|random_valid] [--reps 4] [--parts]``; prints
+one JSON line. Each repetition plays the same episodes (60 / 30 / 20 seeds of single_trade / market_round /
 coalition_market, a ``random_valid`` seat with 10% malformed actions against the world's default
 opponents or ``random_valid`` ones), timing only the ``step`` calls. The first repetition warms the
 process and is dropped; the figure is the minimum over the rest (the least disturbed by the rest
 of the machine). The shared frontier cache is cleared before each repetition, so no repetition
 reuses another's allocation programs. Compare two builds by alternating their runs; for figures
 per calibration unit use ``bench_core.py``.
+
+``--parts`` also splits the step of the fastest repetition: the opponents' moves (each one's view
+and decision, the aids it reads priced), the controlled seat's observation (its view and the wire
+model) and the rest (reading the action, the engine's round: rules, clock, ledger marks). The
+timers add a little to each step, so compare ``--parts`` runs with ``--parts`` runs.
 """
 
 from __future__ import annotations
@@ -15,6 +20,8 @@ from __future__ import annotations
 import argparse
 import gc
 import json
+import time
+from typing import Any
 
 from bench_core import timed_episode
 from gpu_arena.core import allocation, native
@@ -23,30 +30,73 @@ from gpu_arena.env import GpuArenaEnv
 EPISODES = {"single_trade": 60, "market_round": 30, "coalition_market": 20}
 
 
-def step_us(task: str, episodes: int, opponents: str | None, reps: int) -> float:
-    best = float("inf")
+class PartsEnv(GpuArenaEnv):
+    """The environment with timers around the opponents' moves and the seat's observation (those
+    made inside ``step`` only: a reset's observation is not a step's)."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.spent = {"opponents": 0.0, "observation": 0.0}
+        self._stepping = False
+
+    def step(self, action: Any, timeout_s: float | None = None, **kwargs: Any) -> Any:
+        self._stepping = True
+        try:
+            return super().step(action, timeout_s, **kwargs)
+        finally:
+            self._stepping = False
+
+    def _policy_action(self, *args: Any) -> Any:
+        t0 = time.perf_counter()
+        move = super()._policy_action(*args)
+        self.spent["opponents"] += time.perf_counter() - t0
+        return move
+
+    def _observe(self) -> Any:
+        t0 = time.perf_counter()
+        obs = super()._observe()
+        if self._stepping:
+            self.spent["observation"] += time.perf_counter() - t0
+        return obs
+
+
+def step_parts(task: str, episodes: int, opponents: str | None, reps: int, parts: bool = False) -> dict[str, float]:
+    """µs per step of the fastest repetition after the first (``step``), and with ``parts`` its
+    split (``opponents``, ``observation``, ``engine``: the rest)."""
+    best: dict[str, float] = {"step": float("inf")}
     for rep in range(reps):
         allocation._frontier.cache_clear()
         gc.collect()
-        env = GpuArenaEnv(task=task, opponents=opponents)
+        env = (PartsEnv if parts else GpuArenaEnv)(task=task, opponents=opponents)
         steps, spent = 0, 0.0
         for seed in range(episodes):
             n, seconds = timed_episode(env, seed)
             steps += n
             spent += seconds
-        if rep:  # the first repetition warms the process
-            best = min(best, spent / steps * 1e6)
+        if rep and spent / steps * 1e6 < best["step"]:  # the first repetition warms the process
+            best = {"step": spent / steps * 1e6}
+            if isinstance(env, PartsEnv):
+                best.update({k: v / steps * 1e6 for k, v in env.spent.items()})
+                best["engine"] = best["step"] - best["opponents"] - best["observation"]
     return best
+
+
+def step_us(task: str, episodes: int, opponents: str | None, reps: int) -> float:
+    return step_parts(task, episodes, opponents, reps)["step"]
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--opponents", default="default", help="default (the world's archetypes) or random_valid")
     parser.add_argument("--reps", type=int, default=4, help="repetitions, the first dropped (at least 2)")
+    parser.add_argument("--parts", action="store_true", help="also split each step (opponents, observation, engine)")
     args = parser.parse_args()
     opponents = None if args.opponents == "default" else args.opponents
-    us = {task: round(step_us(task, n, opponents, max(2, args.reps))) for task, n in EPISODES.items()}
-    print(json.dumps({"opponents": args.opponents, "step_us": us, "native": native.status()}))
+    runs = {task: step_parts(task, n, opponents, max(2, args.reps), args.parts) for task, n in EPISODES.items()}
+    out: dict[str, Any] = {"opponents": args.opponents, "step_us": {t: round(r["step"]) for t, r in runs.items()}}
+    if args.parts:
+        out["parts_us"] = {t: {k: round(v) for k, v in r.items() if k != "step"} for t, r in runs.items()}
+    print(json.dumps({**out, "native": native.status()}))
 
 
 if __name__ == "__main__":

@@ -39,6 +39,21 @@ def test_the_anchored_step_is_measured_against_the_default_opponents() -> None:
         assert set(anchors) == {"single_trade", "market_round", "coalition_market"}
 
 
+def test_reference_figures_split_a_step_into_floor_and_engine() -> None:
+    # a step of 500 us whose floor is 100 us, against a reference step of 200 us: 100 us are left
+    # to the engine, which takes 400 today, so it must get four times faster
+    row = {"env_default_steps_per_s": 2000.0, "floor_default_steps_per_s": 10000.0}
+    out = bench_core.against_reference(row, anchor=0.05, unit=100000.0)
+    assert out["reference_step_us"] == pytest.approx(200.0)
+    assert out["env_default_vs_reference"] == pytest.approx(0.4)
+    assert out["budget_left_us"] == pytest.approx(100.0)
+    assert out["engine_us"] == pytest.approx(400.0)
+    assert out["engine_speedup_needed"] == pytest.approx(4.0)
+    # a floor slower than the whole reference step leaves nothing: no speed-up of the engine suffices
+    slow = bench_core.against_reference({**row, "floor_default_steps_per_s": 4000.0}, anchor=0.05, unit=100000.0)
+    assert slow["budget_left_us"] < 0 and slow["engine_speedup_needed"] is None
+
+
 def test_served_floor_measures_every_part() -> None:
     floor = bench_server.served_floor("market_round", 0.3)
     assert all(floor[k] > 0 for k in ("floor_views_us", "floor_acts_us", "floor_wrap_us"))
@@ -51,6 +66,17 @@ def test_step_us_times_every_step_of_its_episodes() -> None:
     steps, spent = bench_core.timed_episode(env, 3)
     assert steps > 0 and spent > 0
     assert step_us.step_us("single_trade", 2, None, 2) > 0
+
+
+def test_step_us_parts_add_up_to_the_step() -> None:
+    parts = step_us.step_parts("market_round", 2, None, 2, parts=True)
+    assert parts["opponents"] > 0 and parts["observation"] > 0 and parts["engine"] > 0
+    assert parts["opponents"] + parts["observation"] + parts["engine"] == pytest.approx(parts["step"])
+    # the split changes nothing the episode does: the same seeds take the same number of steps
+    plain, timed = bench_core.GpuArenaEnv(task="market_round"), step_us.PartsEnv(task="market_round")
+    assert bench_core.timed_episode(plain, 1)[0] == bench_core.timed_episode(timed, 1)[0]
+    assert plain.episode is not None and timed.episode is not None
+    assert plain.episode.transcript == timed.episode.transcript
 
 
 def test_server_bench_deals_fresh_worlds_and_counts_replays() -> None:
