@@ -15,6 +15,13 @@ from .core.tasks import task_params
 from .core.types import ACTION_TYPES, COMPONENT_COLUMNS, REWARD_COLUMNS, TASKS
 from .eval_tables import print_seat_returns, print_usage
 
+MAX_SEED = 2**62  # seeds are stored as SQLite integers (64-bit)
+MAX_EVAL_SEEDS = 1_000_000
+
+
+LOG_LEVELS = ("critical", "error", "warning", "info", "debug", "trace")  # uvicorn's
+
+
 app = typer.Typer(add_completion=False, no_args_is_help=True,
                   help="GPU Arena: AI labs bargain for scarce GPUs before a deadline.")
 
@@ -79,8 +86,8 @@ def evaluate(
                                  help="comma-separated policies for the controlled seat"),
     tasks: str = typer.Option("single_trade,market_round,coalition_market", help="comma-separated tasks"),
     split: str = typer.Option("holdout", help="train | holdout"),
-    seeds: int = typer.Option(100, min=1, help="seeds 0..N-1 (or with --seed-start)"),
-    seed_start: int = typer.Option(0, min=0, help="first seed"),
+    seeds: int = typer.Option(100, min=1, max=MAX_EVAL_SEEDS, help="seeds 0..N-1 (or with --seed-start)"),
+    seed_start: int = typer.Option(0, min=0, max=MAX_SEED, help="first seed"),
     workers: int = typer.Option(2, min=1, help="worker processes (with --backend ray and no --ray-address: "
                                                "the local Ray instance's CPUs)"),
     backend: str = typer.Option("process", help="process (a local process pool) | ray (Ray tasks: a local "
@@ -114,6 +121,10 @@ def evaluate(
     from .evaluation.store import connect, load_optima, save_optima, save_run, save_usage
 
     pol, tsk = _split_list(policies), _split_list(tasks)
+    if not pol:
+        raise typer.BadParameter("--policies names no policy")
+    if not tsk:
+        raise typer.BadParameter("--tasks names no task")
     for t in tsk:
         if t not in TASKS:
             raise typer.BadParameter(f"unknown task {t!r}; expected one of {', '.join(TASKS)}")
@@ -123,6 +134,12 @@ def evaluate(
     total = len(pol) * len(tsk) * len(seed_list)
     opp = _seat_spec(opponents)
     judge_mode, judge = _judge_options(judge_mode, judge)
+    for target in (out, replays):  # found unwritable before the episodes run, not after
+        if target:
+            try:
+                Path(target).parent.mkdir(parents=True, exist_ok=True)
+            except OSError as e:
+                raise typer.BadParameter(f"cannot write {target}: {e.strerror}") from None
     con = connect(db)
     optima = load_optima(con)  # the exact optimum of a world is solved once, then read from the store
     t0 = time.perf_counter()
@@ -231,22 +248,35 @@ def replay(
     """Print a recorded episode round by round (and verify it replays identically)."""
     from .evaluation.replay import read_jsonl, replay_episode
 
-    records = list(read_jsonl(path))
+    try:
+        records = list(read_jsonl(path))
+    except OSError as e:
+        raise typer.BadParameter(f"cannot read {path}: {e.strerror}") from None
+    except (ValueError, RecursionError) as e:  # not JSON lines (UnicodeDecodeError is a ValueError)
+        raise typer.BadParameter(f"{path} is not a replay JSONL file: {e}") from None
     if index >= len(records):
         raise typer.BadParameter(f"{path} holds {len(records)} records")
     rec = records[index]
-    console.print(f"[bold]{rec['policy']}[/bold] on {rec['task']}/{rec['split']} seed {rec['seed']}")
+    missing = [k for k in ("policy", "task", "split", "seed", "transcript")
+               if not isinstance(rec, dict) or k not in rec]
+    if missing:
+        raise typer.BadParameter(f"record {index} of {path} is not a replay: it lacks {', '.join(missing)}")
     table = Table()
     for col in ("round", "order", "actions", "results", "rewards"):
         table.add_column(col)
-    for rnd in rec["transcript"]:
-        acts = "; ".join(f"{lid}: {a.get('action_type', a.get('rejected'))}" for lid, a in sorted(rnd["actions"].items()))
-        res = ", ".join(f"{lid}:{code}" for lid, (_ok, code) in sorted(rnd["results"].items()))
-        rew = ", ".join(f"{lid}:{r:+.4f}" for lid, r in sorted(rnd["rewards"].items()))
-        table.add_row(str(rnd["round"]), ",".join(rnd["order"]), acts, res, rew)
+    try:
+        for rnd in rec["transcript"]:
+            acts = "; ".join(f"{lid}: {a.get('action_type', a.get('rejected'))}"
+                             for lid, a in sorted(rnd["actions"].items()))
+            res = ", ".join(f"{lid}:{code}" for lid, (_ok, code) in sorted(rnd["results"].items()))
+            rew = ", ".join(f"{lid}:{r:+.4f}" for lid, r in sorted(rnd["rewards"].items()))
+            table.add_row(str(rnd["round"]), ",".join(rnd["order"]), acts, res, rew)
+        same = replay_episode(rec).transcript == rec["transcript"] if check else None
+    except (KeyError, TypeError, ValueError, AttributeError) as e:
+        raise typer.BadParameter(f"record {index} of {path} is not a readable replay: {e!r}") from None
+    console.print(f"[bold]{rec['policy']}[/bold] on {rec['task']}/{rec['split']} seed {rec['seed']}")
     console.print(table)
     if check:
-        same = replay_episode(rec).transcript == rec["transcript"]
         console.print("replay identical" if same else "[red]replay differs from the record[/red]")
         if not same:
             raise typer.Exit(1)
@@ -281,7 +311,7 @@ def serve(
     port: int | None = typer.Option(None, min=0, max=65535, help="port (default $GPU_ARENA_PORT or 8000)"),
     max_sessions: int | None = typer.Option(None, min=1, help="concurrent sessions per API (default 64)"),
     db: str | None = typer.Option(None, help="SQLite store for finished episodes (default .arena/arena.db)"),
-    log_level: str = typer.Option("info", help="uvicorn log level"),
+    log_level: str = typer.Option("info", help=f"uvicorn log level: {' | '.join(LOG_LEVELS)}"),
     judge: str | None = typer.Option(None, help="model judge for sessions in judge mode: "
                                                 "llm:openai:<model>@<base_url> (default $GPU_ARENA_JUDGE or rule)"),
     auto_eval: bool | None = typer.Option(None, "--auto-eval/--no-auto-eval",
@@ -293,6 +323,8 @@ def serve(
 
     from .server.settings import ServerSettings
 
+    if log_level.lower() not in LOG_LEVELS:
+        raise typer.BadParameter(f"--log-level must be one of {', '.join(LOG_LEVELS)}, got {log_level!r}")
     try:
         settings = ServerSettings.from_env(host=host, port=port, max_sessions=max_sessions, db=db, judge=judge,
                                            auto_eval=auto_eval)
@@ -307,7 +339,7 @@ def serve(
     if settings.auto_eval:
         console.print("if the store holds no evaluation run, a quick one fills it in the background "
                       "(the dashboard shows its progress; --no-auto-eval skips it)")
-    run_server(settings, log_level=log_level)
+    run_server(settings, log_level=log_level.lower())
 
 
 def _judge_options(judge_mode: str, judge: str | None) -> tuple[str, str | None]:
@@ -334,7 +366,7 @@ def _seat_spec(value: str) -> str | list[str] | dict[str, str]:
 
 
 def _action_text(action: object) -> str:
-    from .core.engine import action_to_dict
+    from .core.engine import action_record
     from .core.serialize import coerce_action
     from .core.types import RejectedAction
 
@@ -343,7 +375,10 @@ def _action_text(action: object) -> str:
     core = coerce_action(action)
     if isinstance(core, RejectedAction):
         return f"[{core.code}]"
-    args = {k: v for k, v in action_to_dict(core).items() if k != "action_type"}
+    record = action_record(core)
+    if isinstance(record, RejectedAction):
+        return f"[{record.code}]"
+    args = {k: v for k, v in record.items() if k != "action_type"}
     return core.action_type + (" " + json.dumps(args) if args else "")
 
 

@@ -114,6 +114,10 @@ class GpuArenaEnv(Environment[ArenaAction, ArenaObservation, ArenaState]):
             seed = secrets.randbelow(2**31)
         if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
             raise ValueError(f"seed must be a non-negative integer, got {seed!r}")
+        if not isinstance(seat, str):
+            raise ValueError(f"seat must be a lab id such as 'lab_0', got {seat!r}")
+        if episode_id is not None and not isinstance(episode_id, str):
+            raise ValueError(f"episode_id must be a string, got {episode_id!r}")
         episode = Episode.new(task, split, seed, controlled=(), judge_mode=judge_mode, judge=judge)
         if seat not in episode.world.labs:
             raise ValueError(f"unknown seat {seat!r}; {task} seed {seed} has {', '.join(episode.world.labs)}")

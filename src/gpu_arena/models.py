@@ -150,6 +150,8 @@ def read_action(action: Any) -> CoreAction | RejectedAction:
             action = json.loads(action)
         except (ValueError, TypeError) as e:
             return RejectedAction("malformed_action", f"action is not valid JSON: {e}")
+        except RecursionError:  # nesting deeper than the interpreter's stack (about 1,000 levels)
+            return RejectedAction("malformed_action", "action is not valid JSON: nested too deeply")
     if isinstance(action, Mapping) and not isinstance(action, ArenaAction):
         try:
             action = ArenaAction.model_validate(dict(action))

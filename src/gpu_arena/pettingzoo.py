@@ -175,6 +175,9 @@ class GpuArenaParallelEnv(ParallelEnv[str, Any, Any]):
 
     def reset(self, seed: int | None = None, options: dict[str, Any] | None = None
               ) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
+        if options is not None and not isinstance(options, Mapping):
+            raise ValueError(f"options must be a mapping of reset options ({', '.join(RESET_OPTIONS)}), "
+                             f"got {type(options).__name__}")
         if options:
             unknown = set(options) - set(RESET_OPTIONS)
             if unknown:

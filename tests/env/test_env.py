@@ -5,12 +5,13 @@ from __future__ import annotations
 import json
 import math
 
+import numpy as np
 import pytest
 from openenv.core.env_server.interfaces import Environment
 from openenv.core.env_server.types import Observation
 
 from gpu_arena import ArenaAction, ArenaObservation, GpuArenaEnv
-from gpu_arena.core.types import REWARD_COLUMNS, TASKS
+from gpu_arena.core.types import REWARD_COLUMNS, TASKS, Action
 from gpu_arena.models import observation_from_view
 from gpu_arena.policies import make_policy, policy_names
 
@@ -106,6 +107,10 @@ def test_step_before_reset_and_after_done_are_errors_without_reward():
     ({"action_type": "accept_offer", "offer_id": "o_1"}, "unknown_offer"),
     (None, "malformed_action"),
     (12, "malformed_action"),
+    ('{"action_type": "wait", "conditions": ' + "[" * 5000 + "]" * 5000 + "}", "malformed_action"),  # deeper than the stack
+    ({"action_type": "send_message", "message": "\ud800"}, "invalid_text"),  # a lone surrogate: no UTF-8 for it
+    (Action("reserve_capacity", job_id="j_0_0", block_ids=np.array(["b_0_0", "b_0_1"])), "invalid_type"),  # type: ignore[arg-type]
+    (Action("send_offer", target_lab_id="lab_1", payment=1.0, conditions={"no_resale": {"a": [[[]]]}}), "invalid_type"),
 ])
 def test_bad_input_is_a_structured_error_and_a_spent_turn(raw, code):
     env = GpuArenaEnv(task="market_round")
@@ -120,8 +125,29 @@ def test_bad_input_is_a_structured_error_and_a_spent_turn(raw, code):
     assert after["labs"][0]["budget"] == pytest.approx(before["labs"][0]["budget"], abs=1e-9)
     assert [b["owner"] for b in after["blocks"] if b["block_id"] in {x["block_id"] for x in before["blocks"]}] == \
         [b["owner"] for b in before["blocks"]]
-    # the session stays usable
+    # the session stays usable, and everything it keeps still writes as JSON
     assert env.step(ArenaAction(action_type="wait")).last_action_result.ok
+    assert env.episode is not None and json.loads(json.dumps(env.episode.transcript, allow_nan=True))
+    env.state.model_dump_json()
+    obs.model_dump_json()
+
+
+def test_a_round_reads_no_action_it_cannot_record_and_replays_as_recorded():
+    # every lab moves: an unreadable action (an array where the rules expect a list) is that lab's
+    # invalid move, recorded as refused, and the others' moves of the round are all applied
+    from gpu_arena.core.engine import Episode, action_from_record
+
+    episode = Episode.new("market_round", "train", 3, controlled=())
+    bad = Action("reserve_capacity", job_id="j_0_0", block_ids=np.array(["b_0_0"]))  # type: ignore[arg-type]
+    moves = {"lab_0": bad, "lab_1": Action("send_message", message="hello"), "lab_2": Action("wait")}
+    report = episode.step(moves)
+    assert report.results["lab_0"].code == "invalid_type" and report.results["lab_1"].ok
+    record = episode.transcript[-1]["actions"]
+    assert record["lab_0"] == {"rejected": "invalid_type", "message": report.results["lab_0"].message}
+    assert any(m.text == "hello" for m in episode.world.messages)
+    again = Episode.new("market_round", "train", 3, controlled=())
+    again.step({lid: action_from_record(a) for lid, a in record.items()})
+    assert again.transcript == episode.transcript
 
 
 def test_dict_and_json_actions_work_like_models():
@@ -173,6 +199,9 @@ def test_reset_arguments_are_checked():
             env.reset(seed=1, **kwargs)
     with pytest.raises(ValueError):
         env.reset(seed=-1)
+    for kwargs in ({"seat": ["lab_0"]}, {"seat": {}}, {"episode_id": 5}):
+        with pytest.raises(ValueError):
+            env.reset(seed=1, **kwargs)
     obs = env.reset(seed=None)
     assert isinstance(obs.metadata["seed"], int)
 

@@ -103,6 +103,8 @@ def test_actions_in_every_wire_form_and_seats_left_out_wait() -> None:
     ({"action_type": "wait", "colour": "red"}, "unknown_field"), ({"action_type": "send_offer", "payment": "x"},
                                                                   "invalid_type"),
     (42, "malformed_action"), ({"action_type": "accept_offer", "offer_id": "o_999"}, None),
+    ('{"action_type": "wait", "conditions": ' + "[" * 5000 + "]" * 5000 + "}", "malformed_action"),
+    ({"action_type": "send_message", "message": "\udfff"}, "invalid_text"),
 ])
 def test_a_bad_action_is_that_labs_invalid_move_never_an_exception(bad: object, code: str | None) -> None:
     env = parallel_env(task="single_trade")
@@ -135,6 +137,9 @@ def test_errors_before_reset_after_the_end_and_for_unknown_agents_apply_nothing(
         parallel_env(task="nope")
     with pytest.raises(ValueError, match="unknown options"):
         parallel_env(task="single_trade", colour="red")
+    for options in (["task"], "task"):
+        with pytest.raises(ValueError, match="mapping"):
+            env.reset(seed=1, options=options)  # type: ignore[arg-type]
 
 
 def test_unseeded_resets_follow_the_last_seed_and_options_change_the_task() -> None:

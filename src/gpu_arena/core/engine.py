@@ -134,13 +134,72 @@ assert _ACTION_FIELDS[0] == "action_type"
 
 
 def action_to_dict(action: Action) -> dict[str, Any]:
-    """The non-default fields of an action, JSON-ready (for transcripts and replays)."""
+    """The non-default fields of an action, JSON-ready (for transcripts and replays); ``TypeError``
+    where a field holds what no field takes (see :func:`action_record`)."""
+    record = action_record(action)
+    if isinstance(record, RejectedAction):
+        raise TypeError(record.message)
+    return record
+
+
+_PLAIN = frozenset({type(None), str, int, float, bool})
+_SCALARS = (str, int, float, bool)
+
+
+def _flat(value: Any) -> bool:
+    """Whether a list's entries, or a mapping's keys and values, are all strings, numbers,
+    true/false or None (subclasses included)."""
+    plain = _PLAIN.issuperset
+    if isinstance(value, dict):
+        if plain(map(type, value)) and plain(map(type, value.values())):
+            return True
+        items: Any = [*value, *value.values()]
+    else:
+        if plain(map(type, value)):
+            return True
+        items = value
+    return all(x is None or isinstance(x, _SCALARS) for x in items)
+
+
+def action_record(action: Action) -> dict[str, Any] | RejectedAction:
+    """The non-default fields of an action, JSON-ready (its transcript record), or a
+    :class:`RejectedAction` (``invalid_type``) where a field holds anything but a string, a number,
+    true/false, None, or a list or mapping of those.
+
+    The rules check each field's type and range; this keeps out what a round reads before they do.
+    An array's ``==`` and truth are not bools, so it would raise half-way through a round in which
+    others have moved; a nested container would sit in the transcript where no JSON encoder
+    reaches its end. Emptiness is read by kind, never by ``==``."""
     kind = action.action_type
+    if type(kind) not in _PLAIN and not (isinstance(kind, _SCALARS) or (isinstance(kind, tuple) and _flat(kind))):
+        return RejectedAction("invalid_type", f"action_type must be a string, not {type(kind).__name__}")
     out: dict[str, Any] = {"action_type": list(kind) if isinstance(kind, tuple) else kind}
+    plain = _PLAIN.issuperset
     for name in _ACTION_FIELDS[1:]:  # action_type comes first, and is always kept
         v = getattr(action, name)
-        if v is not None and v != () and v != {}:
+        if v is None:
+            continue
+        t = type(v)
+        if t is tuple:  # the list fields' own kind (an empty one is the default)
+            if v:
+                if not (plain(map(type, v)) or _flat(v)):
+                    return RejectedAction("invalid_type", f"{name} must hold strings, numbers or true/false only")
+                out[name] = list(v)
+        elif t in _PLAIN:
+            out[name] = v
+        elif isinstance(v, tuple | list | dict):
+            if not v:
+                if isinstance(v, list):  # an empty tuple or mapping is a default; an empty list is kept
+                    out[name] = v
+                continue
+            if not _flat(v):
+                return RejectedAction("invalid_type", f"{name} must hold strings, numbers or true/false only")
             out[name] = list(v) if isinstance(v, tuple) else v
+        elif isinstance(v, _SCALARS):
+            out[name] = v
+        else:
+            return RejectedAction("invalid_type", f"{name} must be a string, a number, true/false or a list, "
+                                                  f"not {t.__name__}")
     return out
 
 
@@ -276,18 +335,27 @@ class Episode:
         touched: set[str] = set()  # ids that successful moves of this round referenced
         labs = w.labs.values()
         for lid in order:
-            action = actions.get(lid) or WAIT
+            action = actions.get(lid)
+            if action is None:
+                action = WAIT
+            elif not isinstance(action, Action | RejectedAction):
+                action = RejectedAction("malformed_action", f"cannot read an action from {type(action).__name__}")
             lab = w.labs[lid]
-            if lab.finished and isinstance(action, Action) and action.action_type == "wait":
+            if lab.finished and isinstance(action, Action) and isinstance(action.action_type, str) \
+                    and action.action_type == "wait":
                 results[lid] = ActionResult(True, "ok", "finished")
                 continue
             lab.actions += 1
             led = self._ledger[lid]
             try:
+                record = action_record(action) if isinstance(action, Action) else {}
+                if isinstance(record, RejectedAction):  # a value the round cannot read: refused as unread
+                    action = record
                 if isinstance(action, RejectedAction):
                     record_actions[lid] = {"rejected": action.code, "message": action.message}
                     raise ActionError(action.code, action.message)
-                record_actions[lid] = action_to_dict(action)
+                assert isinstance(record, dict)
+                record_actions[lid] = record
                 budgets = [v.budget for v in labs]
                 outcome = apply_action(w, lid, action)
             except ActionError as e:

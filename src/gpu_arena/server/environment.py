@@ -13,7 +13,7 @@ from typing import Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from ..core.engine import action_from_record, action_to_dict
+from ..core.engine import action_from_record, action_record
 from ..core.judge import recorded_judge
 from ..core.policy import Policy
 from ..core.rules import JUDGE_MODES
@@ -349,9 +349,10 @@ def _plain(value: Any) -> Any:
 
 def action_dict(action: Action | RejectedAction) -> dict[str, Any]:
     """A core action as the transcript records it (defaults left out), for display."""
-    if isinstance(action, RejectedAction):
-        return {"rejected": action.code, "message": action.message}
-    return action_to_dict(action)
+    record = action if isinstance(action, RejectedAction) else action_record(action)
+    if isinstance(record, RejectedAction):
+        return {"rejected": record.code, "message": record.message}
+    return record
 
 
 __all__ = ["ResetArgs", "ServedArenaEnv", "action_dict", "parse_reset_args", "task_spec"]

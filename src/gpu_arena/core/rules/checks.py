@@ -69,6 +69,13 @@ def message_text(value: Any) -> str:
     text = optional_str(value, "message") or ""
     if len(text) > MAX_MESSAGE_CHARS:
         raise ActionError("message_too_long", f"message has {len(text)} characters; at most {MAX_MESSAGE_CHARS}")
+    if not text.isascii():
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError:
+            # a lone surrogate (possible in a Python str, never in UTF-8) would be stored in the
+            # world and then break every JSON rendering of the views that show it
+            raise ActionError("invalid_text", "message must be Unicode text (it holds a lone surrogate)") from None
     return text
 
 

@@ -1,0 +1,69 @@
+"""Bad option values and unreadable files are usage errors (exit 2, a message naming what is wrong),
+never a traceback, and they are found before any work is done."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from gpu_arena.cli import app
+
+ENV = {"COLUMNS": "200", "NO_COLOR": "1"}
+
+
+def _usage_error(args: list[str], says: str) -> None:
+    result = CliRunner().invoke(app, args, env=ENV)
+    assert result.exit_code == 2, (result.exit_code, result.output, result.exception)
+    assert isinstance(result.exception, SystemExit)  # typer's usage error, not an escaped exception
+    assert says in " ".join(result.output.split()), result.output
+
+
+@pytest.mark.parametrize(("extra", "says"), [
+    (["--policies", ""], "names no policy"),
+    (["--policies", " , "], "names no policy"),
+    (["--tasks", ""], "names no task"),
+    (["--seed-start", str(2**70)], "seed-start"),
+    (["--seeds", "0"], "seeds"),
+])
+def test_eval_refuses_empty_lists_and_out_of_range_seeds(tmp_path: Path, extra: list[str], says: str) -> None:
+    _usage_error(["eval", "--seeds", "1", "--tasks", "single_trade", "--policies", "wait",
+                  "--db", str(tmp_path / "a.db"), "--out", str(tmp_path / "o.json"), *extra], says)
+
+
+def test_eval_finds_an_unwritable_output_before_running(tmp_path: Path) -> None:
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    _usage_error(["eval", "--seeds", "1", "--tasks", "single_trade", "--policies", "wait",
+                  "--db", str(tmp_path / "a.db"), "--out", str(blocker / "o.json")], "cannot write")
+    assert not (tmp_path / "a.db").exists()  # nothing ran, nothing was stored
+
+
+def test_eval_makes_the_output_folder(tmp_path: Path) -> None:
+    out = tmp_path / "new" / "dir" / "o.json"
+    result = CliRunner().invoke(app, ["eval", "--seeds", "1", "--tasks", "single_trade", "--policies", "wait",
+                                      "--workers", "1", "--db", str(tmp_path / "a.db"), "--out", str(out)], env=ENV)
+    assert result.exit_code == 0, result.output
+    assert json.loads(out.read_text())["results"]
+
+
+@pytest.mark.parametrize(("content", "says"), [
+    (None, "cannot read"),
+    ("not json at all\n", "is not a replay JSONL file"),
+    ("[" * 5000 + "]" * 5000 + "\n", "is not a replay JSONL file"),
+    ("42\n", "lacks policy"),
+    ('{"policy": "wait", "task": "single_trade"}\n', "lacks split, seed, transcript"),
+    ('{"policy": "wait", "task": "single_trade", "split": "train", "seed": 1, "transcript": [{"round": 0}]}\n',
+     "is not a readable replay"),
+])
+def test_replay_refuses_what_is_not_a_replay(tmp_path: Path, content: str | None, says: str) -> None:
+    path = tmp_path / "r.jsonl"
+    if content is not None:
+        path.write_text(content)
+    _usage_error(["replay", str(path)], says)
+
+
+def test_serve_refuses_an_unknown_log_level_before_it_starts() -> None:
+    _usage_error(["serve", "--log-level", "nope", "--port", "0"], "--log-level must be one of")
