@@ -529,5 +529,17 @@ from .league.cli import league_app  # noqa: E402
 app.add_typer(league_app, name="league")
 
 
+def main() -> None:
+    """The ``gpu-arena`` command: the app, with a model endpoint that cannot be reached (an LLM
+    policy or judge) reported as one line and exit status 1 rather than a traceback."""
+    from .llm.agents import LLMUnavailableError
+
+    try:
+        app()
+    except LLMUnavailableError as e:
+        console.print(f"[red]error:[/red] a language model could not be reached: {e}")
+        raise SystemExit(1) from None
+
+
 if __name__ == "__main__":  # pragma: no cover
-    app()
+    main()

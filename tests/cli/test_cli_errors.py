@@ -67,3 +67,16 @@ def test_replay_refuses_what_is_not_a_replay(tmp_path: Path, content: str | None
 
 def test_serve_refuses_an_unknown_log_level_before_it_starts() -> None:
     _usage_error(["serve", "--log-level", "nope", "--port", "0"], "--log-level must be one of")
+
+
+def test_an_unreachable_model_is_one_line_and_exit_1(monkeypatch: pytest.MonkeyPatch,
+                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    from gpu_arena.cli import main
+
+    # port 9 on loopback: nothing listens, the connection is refused at once (after the agent's retries)
+    monkeypatch.setattr("sys.argv", ["gpu-arena", "demo", "--policy", "llm:openai:m@http://127.0.0.1:9"])
+    with pytest.raises(SystemExit) as exit_:
+        main()
+    assert exit_.value.code == 1
+    out = " ".join(capsys.readouterr().out.split())
+    assert "a language model could not be reached" in out and "Traceback" not in out
