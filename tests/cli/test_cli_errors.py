@@ -80,3 +80,46 @@ def test_an_unreachable_model_is_one_line_and_exit_1(monkeypatch: pytest.MonkeyP
     assert exit_.value.code == 1
     out = " ".join(capsys.readouterr().out.split())
     assert "a language model could not be reached" in out and "Traceback" not in out
+
+
+@pytest.mark.parametrize("args", [["runs"], ["report"], ["league", "show"]])
+def test_a_store_that_is_not_a_database_is_one_line_and_exit_1(tmp_path: Path, args: list[str],
+                                                               monkeypatch: pytest.MonkeyPatch,
+                                                               capsys: pytest.CaptureFixture[str]) -> None:
+    from gpu_arena.cli import main
+
+    db = tmp_path / "notes.txt"
+    db.write_text("not a database, just some notes\n" * 100)
+    monkeypatch.setattr("sys.argv", ["gpu-arena", *args, "--db", str(db)])
+    with pytest.raises(SystemExit) as exit_:
+        main()
+    assert exit_.value.code == 1
+    out = " ".join(capsys.readouterr().out.split())
+    assert "cannot be used as the store" in out and "Traceback" not in out
+
+
+@pytest.mark.parametrize(("args", "says"), [
+    (["report", "--run", str(2**70)], f"no evaluation run {2**70}"),
+    (["league", "run", "--entrants", "wait,random_valid", "--seed", str(2**70)], "--seed"),
+    (["league", "run", "--entrants", "wait,random_valid", "--matches", str(10**9)], "--matches"),
+])
+def test_numbers_past_the_store_are_usage_errors(tmp_path: Path, args: list[str], says: str) -> None:
+    _usage_error([*args, "--db", str(tmp_path / "a.db")], says)
+
+
+def test_report_finds_unwritable_places_before_writing(tmp_path: Path) -> None:
+    db = str(tmp_path / "a.db")
+    made = CliRunner().invoke(app, ["eval", "--seeds", "1", "--tasks", "single_trade", "--policies", "wait",
+                                    "--workers", "1", "--db", db, "--out", str(tmp_path / "o.json")], env=ENV)
+    assert made.exit_code == 0, made.output
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    _usage_error(["report", "--db", db, "--out-dir", str(blocker / "reports")], "cannot write")
+    _usage_error(["report", "--db", db, "--out-dir", str(tmp_path / "r"), "--to", str(tmp_path)], "cannot write")
+    assert not (tmp_path / "r" / "report.md").exists()
+
+
+def test_runs_turns_refuses_lines_that_are_not_replays(tmp_path: Path) -> None:
+    path = tmp_path / "r.jsonl"
+    path.write_text('[1, 2]\n{"policy": "wait", "transcript": [[]]}\n')
+    _usage_error(["runs", "turns", str(path)], "record 0 is not an episode replay")

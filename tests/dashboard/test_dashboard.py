@@ -413,6 +413,11 @@ def test_training_lists_stored_runs_and_serves_their_curves(client: TestClient, 
     assert run["series"]["reward"]["value"] == pytest.approx([-0.04, -0.03, -0.02, -0.01, 0.0])
     assert all(f"rewards/{c}/mean" in run["series"] for c in REWARD_COLUMNS)
     assert client.get("/api/training/runs/abc").status_code == 422
+    for huge in (2**63, 10**20):  # past SQLite's integers: no such run, never a 500
+        for path in (f"/api/training/runs/{huge}", f"/api/training/pipelines/{huge}",
+                     f"/api/training/pipelines/{huge}/compare"):
+            r = client.get(path)
+            assert r.status_code == 404 and r.json()["error"]["code"], (path, r.text)
 
 
 def test_play_offers_any_registered_policy_as_opponent(client: TestClient, monkeypatch: pytest.MonkeyPatch) -> None:

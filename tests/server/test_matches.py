@@ -24,7 +24,7 @@ FIVE_LABS = next(s for s in range(100) if len(generate_world("coalition_market",
 
 @pytest.fixture(scope="module")
 def base_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    with running_server(settings_for(tmp_path_factory.mktemp("matches"), max_sessions=40)) as url:
+    with running_server(settings_for(tmp_path_factory.mktemp("matches"), max_sessions=40, model_seats=True)) as url:
         yield url
 
 
@@ -226,6 +226,17 @@ def test_matches_share_the_session_cap_and_expire_when_idle(tmp_path: Any) -> No
         assert httpx.post(f"{url}/api/matches", json={"seats": {"lab_0": "remote"}}).status_code == 201
 
 
+def test_a_client_cannot_name_a_model_for_the_server_to_run_unless_its_operator_allows(tmp_path: Any) -> None:
+    _register_slow_family()
+    with running_server(settings_for(tmp_path)) as url:  # the default: no model seats
+        for kind in ("llm:openai:m@http://127.0.0.1:9", "llm:hf:/etc", "slowtest:model"):
+            r = httpx.post(f"{url}/api/matches", json={"seats": {"lab_0": "remote", "lab_1": kind}})
+            assert r.status_code == 422 and r.json()["error"]["code"] == "policy_not_allowed", r.text
+        assert httpx.get(f"{url}/health").status_code == 200
+        assert httpx.post(f"{url}/api/matches", json={"seats": {"lab_0": "remote", "lab_1": "rule_expert"}}
+                          ).status_code == 201
+
+
 def test_a_finished_match_frees_its_slot_and_stays_readable(tmp_path: Any) -> None:
     with running_server(settings_for(tmp_path, max_sessions=1)) as url:
         created = httpx.post(f"{url}/api/matches", json={"task": "single_trade", "seats": {"lab_0": "remote"}}).json()
@@ -288,6 +299,16 @@ def test_a_seat_over_a_websocket_gets_each_resolved_round_pushed(base_url: str) 
         assert frame(ws)["data"]["round"] == 1
 
 
+def _register_slow_family() -> None:
+    """``slowtest:<anything>``: a model-like seat (a family) whose every move takes 0.6 s, once per process."""
+    from gpu_arena.policies import register_policy_family
+
+    try:
+        register_policy_family("slowtest", lambda spec, **params: _SlowPolicy(**params))
+    except ValueError:  # another test of this module registered it
+        pass
+
+
 class _SlowPolicy:
     """A stand-in for a model behind an endpoint: each move takes a while."""
 
@@ -300,9 +321,7 @@ class _SlowPolicy:
 
 
 def test_a_model_seat_resolves_off_the_event_loop(base_url: str) -> None:
-    from gpu_arena.policies import register_policy_family
-
-    register_policy_family("slowtest", lambda spec, **params: _SlowPolicy(**params))
+    _register_slow_family()
     created = httpx.post(f"{base_url}/api/matches", json={
         "task": "single_trade", "seed": 5, "seats": {"lab_0": "remote", "lab_1": "slowtest:model"}})
     assert created.status_code == 201, created.text

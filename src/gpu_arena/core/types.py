@@ -52,6 +52,7 @@ SHOCK_KINDS: tuple[str, ...] = (
 )
 
 TASKS: tuple[str, ...] = ("single_trade", "market_round", "coalition_market")
+MAX_SEED = 2**63 - 1  # the largest seed anything accepts: every store keeps seeds as signed 64-bit integers
 SPLITS: tuple[str, ...] = ("train", "holdout")
 
 

@@ -77,12 +77,27 @@ def db_path(path: str | os.PathLike[str] | None = None) -> Path:
     return Path(path or os.environ.get("GPU_ARENA_DB") or DEFAULT_DB)
 
 
+SQLITE_MAX_INT = 2**63 - 1  # an id or a count beyond SQLite's 64-bit integers names no row
+
+
+class StoreError(RuntimeError):
+    """The store's file cannot be opened or is not a SQLite database (the CLI reports it in one line)."""
+
+
 def connect(path: str | os.PathLike[str] | None = None) -> sqlite3.Connection:
     p = db_path(path)
-    p.parent.mkdir(parents=True, exist_ok=True)
-    con = sqlite3.connect(p)
-    con.executescript(SCHEMA)
+    try:
+        p.parent.mkdir(parents=True, exist_ok=True)
+        con = sqlite3.connect(p)
+        con.executescript(SCHEMA)
+    except (OSError, sqlite3.DatabaseError) as e:
+        raise StoreError(f"{p} cannot be used as the store: {e}") from e
     return con
+
+
+def in_range(value: int) -> bool:
+    """Whether ``value`` fits a SQLite integer (a larger id names no row; asking would overflow)."""
+    return -SQLITE_MAX_INT - 1 <= value <= SQLITE_MAX_INT
 
 
 def git_commit() -> str | None:
@@ -141,6 +156,8 @@ def latest_run_for_split(con: sqlite3.Connection, split: str, kind: str = "eval"
 
 
 def load_run(con: sqlite3.Connection, run_id: int) -> dict[str, Any] | None:
+    if not in_range(run_id):
+        return None
     row = con.execute("SELECT id, kind, created_at, git_commit, args, seeds, versions, duration_s FROM runs WHERE id = ?",
                       (run_id,)).fetchone()
     if row is None:

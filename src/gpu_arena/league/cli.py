@@ -8,6 +8,9 @@ from typing import Any
 import typer
 
 from ..console import FitTable, console
+from ..core.types import MAX_SEED
+
+MAX_MATCHES = 100_000  # per call: the schedule is built before the first match
 
 league_app = typer.Typer(help="A rated league: entrants meet in rotating seats; OpenSkill ratings and cross-play.",
                          no_args_is_help=True)
@@ -21,8 +24,9 @@ def _names(value: str) -> list[str]:
 def league_run(
     entrants: str = typer.Option(..., help="comma-separated policy names (scripted, llm:hf:DIR, llm:openai:...)"),
     tasks: str = typer.Option("market_round", help="comma-separated tasks, played in turn"),
-    matches: int = typer.Option(200, min=1, help="matches to add (a second run with the same arguments adds more)"),
-    seed: int = typer.Option(0, min=0, help="the league's seed: its worlds and seatings"),
+    matches: int = typer.Option(200, min=1, max=MAX_MATCHES,
+                                help="matches to add (a second run with the same arguments adds more)"),
+    seed: int = typer.Option(0, min=0, max=MAX_SEED, help="the league's seed: its worlds and seatings"),
     workers: int = typer.Option(1, min=1, help="worker processes (or Ray CPUs of a private local instance)"),
     backend: str = typer.Option("process", help="process | ray (as gpu-arena eval)"),
     ray_address: str | None = typer.Option(None, help="a running Ray cluster (auto, or ray://head:10001)"),

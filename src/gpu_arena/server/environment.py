@@ -18,7 +18,7 @@ from ..core.judge import recorded_judge
 from ..core.policy import Policy
 from ..core.rules import JUDGE_MODES
 from ..core.tasks import task_params
-from ..core.types import SPLITS, TASKS, Action, RejectedAction
+from ..core.types import MAX_SEED, SPLITS, TASKS, Action, RejectedAction
 from ..core.views import ResultView
 from ..env import GpuArenaEnv
 from ..models import ArenaObservation, ArenaState
@@ -35,7 +35,6 @@ JudgeMode = Literal["none", "rule"]
 # the wire literals spell out the core's names so that OpenAPI lists them; they must not drift apart
 assert (get_args(TaskName), get_args(SplitName), get_args(JudgeMode)) == (TASKS, SPLITS, JUDGE_MODES)
 
-MAX_SEED = 2**63 - 1  # seeds are stored as SQLite INTEGER (signed 64-bit)
 MAX_NAME = 32
 MAX_SEATS = 8
 DEFAULT_OPPONENTS = "archetypes"

@@ -224,6 +224,12 @@ class MatchManager:
         kinds = {lab: seats.get(lab, "archetypes") for lab in labs}
         if REMOTE not in kinds.values():
             raise ArenaRequestError("a match needs at least one remote seat", code="no_remote_seat", status=422)
+        refused = sorted(lab for lab, kind in kinds.items() if ":" in kind)
+        if refused and not self.settings.model_seats:
+            # a family names an endpoint or a checkpoint: the server calls out or loads it only where
+            # its operator allows it, as for the judge (sessions never take them)
+            raise ArenaRequestError(f"seat {', '.join(refused)}: this server does not run models named by clients "
+                                    f"(GPU_ARENA_MODEL_SEATS=1 allows it)", code="policy_not_allowed", status=422)
         policies = {}
         for lab, kind in kinds.items():
             if kind != REMOTE:

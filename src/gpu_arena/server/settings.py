@@ -61,6 +61,10 @@ class ServerSettings:
             (``gpu_arena.llm.judge``; its key from ``OPENAI_API_KEY`` or the variable named by
             ``api_key_env``). The operator's choice only: clients cannot name an endpoint for the
             server to call.
+        model_seats: let a client put a language model in a match's seat (``llm:openai:...@URL``,
+            ``llm:hf:DIR``): the server then calls the endpoint or loads the checkpoint the client
+            names. Off by default (such a seat is refused with ``policy_not_allowed``); for a
+            trusted network only.
     """
 
     host: str = "127.0.0.1"
@@ -83,6 +87,7 @@ class ServerSettings:
     auto_eval_seeds: int = 8
     auto_eval_timeout_s: float = 300.0
     judge: str | None = None
+    model_seats: bool = False
 
     def __post_init__(self) -> None:
         if not 0 <= self.port <= 65535:

@@ -39,26 +39,29 @@ def turn_stats(source: str | Path | Iterable[dict[str, Any]], seat: str = "lab_0
     output: ``rejected`` codes starting ``format_``), ``format_error_rate``, ``rule_errors`` (the
     rules refused a readable action, conflicts included) and ``codes`` (every refusal code, counted)."""
     groups: dict[tuple[str, str, str], dict[str, Any]] = {}
-    for rec in _records(source):
-        key = (str(rec.get("policy")), str(rec.get("task")), str(rec.get("split")))
-        g = groups.setdefault(key, {"episodes": 0, "turns": 0, "accepted": 0, "format_errors": 0,
-                                    "rule_errors": 0, "codes": Counter()})
-        g["episodes"] += 1
-        for rnd in rec.get("transcript") or []:
-            action = (rnd.get("actions") or {}).get(seat)
-            if action is None:
-                continue  # a finished seat waits without acting
-            g["turns"] += 1
-            ok, code = (rnd.get("results") or {}).get(seat, [True, "ok"])
-            rejected = action.get("rejected")
-            if ok:
-                g["accepted"] += 1
-            elif isinstance(rejected, str) and rejected.startswith("format_"):
-                g["format_errors"] += 1
-                g["codes"][rejected] += 1
-            else:
-                g["rule_errors"] += 1
-                g["codes"][str(code)] += 1
+    for i, rec in enumerate(_records(source)):
+        try:
+            key = (str(rec.get("policy")), str(rec.get("task")), str(rec.get("split")))
+            g = groups.setdefault(key, {"episodes": 0, "turns": 0, "accepted": 0, "format_errors": 0,
+                                        "rule_errors": 0, "codes": Counter()})
+            g["episodes"] += 1
+            for rnd in rec.get("transcript") or []:
+                action = (rnd.get("actions") or {}).get(seat)
+                if action is None:
+                    continue  # a finished seat waits without acting
+                g["turns"] += 1
+                ok, code = (rnd.get("results") or {}).get(seat, [True, "ok"])
+                rejected = action.get("rejected")
+                if ok:
+                    g["accepted"] += 1
+                elif isinstance(rejected, str) and rejected.startswith("format_"):
+                    g["format_errors"] += 1
+                    g["codes"][rejected] += 1
+                else:
+                    g["rule_errors"] += 1
+                    g["codes"][str(code)] += 1
+        except (AttributeError, TypeError, ValueError) as e:  # a record of another shape
+            raise ValueError(f"record {i} is not an episode replay: {e}") from None
     rows = []
     for (policy, task, split), g in groups.items():
         n = max(g["turns"], 1)

@@ -149,8 +149,11 @@ def list_training_runs(con: sqlite3.Connection, *, kind: str | None = None, limi
     model, output_dir, config, versions, duration_s, summary, n_logs, last_step`` (config, versions
     and summary decoded from JSON). For the dashboard's run list and ``gpu-arena runs``. Reads only
     (works on a read-only connection; no training tables: no runs)."""
+    from ..evaluation.store import SQLITE_MAX_INT
+
     if not _has_tables(con):
         return []
+    limit = min(limit, SQLITE_MAX_INT)  # a larger limit lists them all
     where, args = ("WHERE r.kind = ?", (kind, limit)) if kind else ("", (limit,))
     rows = con.execute(f"SELECT {_RUN_COLUMNS} FROM training_runs r {where} ORDER BY r.id DESC LIMIT ?",
                        args).fetchall()
@@ -166,7 +169,9 @@ def load_training_run(con: sqlite3.Connection, run_id: int) -> dict[str, Any] | 
 
     Reads only, like :func:`list_training_runs`.
     """
-    if not _has_tables(con):
+    from ..evaluation.store import in_range
+
+    if not _has_tables(con) or not in_range(run_id):
         return None
     row = con.execute(f"SELECT {_RUN_COLUMNS} FROM training_runs r WHERE r.id = ?", (run_id,)).fetchone()
     if row is None:
