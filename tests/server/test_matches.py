@@ -3,6 +3,7 @@ token isolation, the round deadline, conflicts, capacity, expiry and bad input."
 
 from __future__ import annotations
 
+import contextlib
 import json
 import threading
 import time
@@ -303,10 +304,8 @@ def _register_slow_family() -> None:
     """``slowtest:<anything>``: a model-like seat (a family) whose every move takes 0.6 s, once per process."""
     from gpu_arena.policies import register_policy_family
 
-    try:
+    with contextlib.suppress(ValueError):  # another test of this module registered it
         register_policy_family("slowtest", lambda spec, **params: _SlowPolicy(**params))
-    except ValueError:  # another test of this module registered it
-        pass
 
 
 class _SlowPolicy:
