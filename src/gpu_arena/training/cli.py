@@ -5,11 +5,14 @@ so ``gpu-arena --help`` stays fast."""
 from __future__ import annotations
 
 import json
+import math
+import re
 from typing import Any
 
 import typer
 
 from ..console import FitTable, console
+from ..core.types import MAX_SEED  # world seeds: 64-bit, as every store keeps them
 
 data_app = typer.Typer(add_completion=False, no_args_is_help=True, help="Training data from scripted policies.")
 train_app = typer.Typer(add_completion=False, no_args_is_help=True,
@@ -26,14 +29,137 @@ def _fail(e: Exception) -> typer.BadParameter:
     return typer.BadParameter(str(e))
 
 
+# ---------------------------------------------------------------------- option checks
+# Every command checks its options here, before it plays an episode, loads a model, creates an
+# output folder or records a run: a bad value is a usage error (exit status 2) naming the option.
+
+MAX_TRAIN_SEED = 2**32 - 1  # the trainers seed numpy, whose seeds are 32-bit
+MAX_COUNT = 1_000_000  # worlds or episodes one option may ask for (each is a seed held in memory)
+
+
+def _number(option: str, value: float | None, *, zero: bool = False) -> None:
+    """``value`` (if given) is finite and above 0 (or at least 0 with ``zero``)."""
+    if value is not None and (not math.isfinite(value) or value < 0 or (value == 0 and not zero)):
+        raise typer.BadParameter(f"{option} must be a finite number {'of at least' if zero else 'above'} 0, "
+                                 f"got {value}")
+
+
+def _finite(option: str, value: float | None) -> None:
+    if value is not None and not math.isfinite(value):
+        raise typer.BadParameter(f"{option} must be a finite number, got {value}")
+
+
+def _tasks(value: str, option: str = "--task") -> tuple[str, ...]:
+    from ..core.types import TASKS
+
+    tasks = _list(value)
+    if not tasks:
+        raise typer.BadParameter(f"{option} names no task; expected some of {', '.join(TASKS)}")
+    for t in tasks:
+        if t not in TASKS:
+            raise typer.BadParameter(f"{option}: unknown task {t!r}; expected one of {', '.join(TASKS)}")
+    return tasks
+
+
+def _scripted(option: str, name: str | None, *, none: bool = False) -> None:
+    """``name`` (if given) is a scripted policy; ``none``: '' (no policy) is allowed too."""
+    from ..policies import policy_names
+
+    if name is None or (none and name == ""):
+        return
+    if name not in policy_names():
+        extra = " or '' for none" if none else ""
+        raise typer.BadParameter(f"{option}: unknown scripted policy {name!r}; expected one of "
+                                 f"{', '.join(policy_names())}{extra}")
+
+
+def _opponents(value: str | None, *, league: bool = False) -> str | None:
+    """One policy for every other seat: ``archetypes``, a policy name (a family's, ``llm:...``, is
+    not built here) or, with ``league``, ``league:topK`` (resolved from the store when the run
+    starts)."""
+    from ..policies import SEAT_DEFAULT, policy_families, policy_names
+
+    if value is None:
+        return None
+    name = value.strip()
+    if not name or "," in name or re.match(r"lab_\d+=", name):
+        raise typer.BadParameter(f"--opponents takes one policy for every other seat, got {value!r}")
+    if league and name.startswith("league:"):
+        rest = name.removeprefix("league:")
+        if not (rest.startswith("top") and rest[3:].isdigit() and int(rest[3:]) >= 1):
+            raise typer.BadParameter(f"--opponents: expected league:topK (K >= 1), got {value!r}")
+        return name
+    prefix, family, _ = name.partition(":")
+    if name != SEAT_DEFAULT and name not in policy_names() and not (family and prefix in policy_families()):
+        known = [SEAT_DEFAULT, *policy_names(), *(f"{p}:..." for p in policy_families())]
+        raise typer.BadParameter(f"--opponents: unknown policy {name!r}; expected one of {', '.join(known)}")
+    return name
+
+
+def _output(option: str, path: str) -> None:
+    """``path`` can become the directory a command writes: not a file, its parent creatable."""
+    import os
+    from pathlib import Path
+
+    p = Path(path)
+    if p.exists() and not p.is_dir():
+        raise typer.BadParameter(f"{option} {path} is a file; expected a directory to write")
+    above = next((a for a in p.parents if a.exists()), None)
+    if above is not None and not above.is_dir():
+        raise typer.BadParameter(f"cannot write {option} {path}: {above} is a file")
+    try:
+        p.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise typer.BadParameter(f"cannot write {option} {path}: {e.strerror}") from None
+    where = p if p.exists() else p.parent
+    if not os.access(where, os.W_OK | os.X_OK):
+        raise typer.BadParameter(f"cannot write {option} {path}: permission denied")
+
+
+def _start(preset: str, model: str | None) -> None:
+    """The preset exists and what the run starts from is there (the checkpoint or GGUF)."""
+    from .presets import PresetError, check_starting_model, get_preset
+
+    try:
+        check_starting_model(get_preset(preset), model)
+    except PresetError as e:
+        raise _fail(e) from None
+
+
+def _env_url(url: str | None) -> None:
+    """``http(s)://host[:port]`` where a GPU Arena server answers: refused before the model loads."""
+    from contextlib import suppress
+    from urllib.parse import urlsplit
+
+    if url is None:
+        return
+    try:
+        parts = urlsplit(url)
+        _ = parts.port  # a port that is not a number in range raises ValueError
+    except ValueError as e:
+        raise typer.BadParameter(f"--env-url {url!r}: {e}") from None
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise typer.BadParameter(f"--env-url expects http(s)://host[:port], got {url!r}")
+    from ..client import GpuArenaClient
+
+    client = GpuArenaClient(base_url=url).sync()
+    try:
+        client.connect()
+    except ConnectionError as e:
+        raise typer.BadParameter(f"--env-url {url}: no GPU Arena server answers ({e})") from None
+    finally:
+        with suppress(Exception):
+            client.close()
+
+
 @data_app.command("sft")
 def data_sft(
     output: str = typer.Option(..., "--output", "-o", help="directory for dataset/, sft.jsonl, provenance.json"),
     policy: str = typer.Option("rule_expert", help="scripted policy that plays the seat (rule_expert, oracle, ...)"),
     task: str = typer.Option("single_trade", "--task", "--tasks", help="comma-separated tasks"),
     split: str = typer.Option("train", help="train | holdout"),
-    seeds: int = typer.Option(100, min=1, help="seeds seed_start..seed_start+N-1 of every task"),
-    seed_start: int = typer.Option(0, min=0, help="first seed"),
+    seeds: int = typer.Option(100, min=1, max=MAX_COUNT, help="seeds seed_start..seed_start+N-1 of every task"),
+    seed_start: int = typer.Option(0, min=0, max=MAX_SEED, help="first seed"),
     mode: str = typer.Option("tools", help="tools (function calls) | json (one JSON object per answer)"),
     opponents: str | None = typer.Option(None, help="one policy for every other seat (default: the world's archetypes)"),
     min_return: float | None = typer.Option(None, help="keep only episodes with at least this return"),
@@ -44,17 +170,22 @@ def data_sft(
 
     from .data import DataError, SFTDataSpec, build_sft_records, save_sft_data
 
-    spec = SFTDataSpec(policy=policy, tasks=_list(task), split=split, seeds=tuple(range(seed_start, seed_start + seeds)),
-                       mode=mode, opponents=opponents, min_return=min_return, top_fraction=top_fraction)
+    _finite("--min-return", min_return)
+    spec = SFTDataSpec(policy=policy, tasks=_tasks(task), split=split, seeds=tuple(range(seed_start, seed_start + seeds)),
+                       mode=mode, opponents=_opponents(opponents), min_return=min_return, top_fraction=top_fraction)
     try:
         spec.validate()
+        _output("--output", output)  # found unwritable before the episodes are played, not after
         with Progress(TextColumn("[bold]episodes"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                       console=console) as progress:
             bar = progress.add_task("play", total=len(spec.tasks) * len(spec.seeds))
             records, provenance = build_sft_records(spec, progress=lambda n: progress.advance(bar, n))
     except DataError as e:
         raise _fail(e) from None
-    paths = save_sft_data(records, provenance, output)
+    try:
+        paths = save_sft_data(records, provenance, output)
+    except OSError as e:
+        raise typer.BadParameter(f"cannot write --output {output}: {e.strerror or e}") from None
     console.print(f"{provenance['episodes_kept']} of {provenance['episodes_played']} episodes kept (mean return "
                   f"{provenance['mean_return_kept']:+.4f}, played {provenance['mean_return_played']:+.4f}); "
                   f"wrote {paths['dataset']}, {paths['jsonl']}, {paths['provenance']}")
@@ -97,7 +228,7 @@ def train_sft(
     lora: bool | None = typer.Option(None, "--lora/--full", help="LoRA adapters (merged at the end) or full fine-tune"),
     assistant_only: bool | None = typer.Option(None, "--assistant-only/--whole-chat",
                                                help="loss on the answers only (default), or on whole chats"),
-    seed: int = typer.Option(0, help="seed (initialisation, data order)"),
+    seed: int = typer.Option(0, min=0, max=MAX_TRAIN_SEED, help="seed (initialisation, data order)"),
     db: str | None = typer.Option(None, help="SQLite store (default .arena/arena.db or $GPU_ARENA_DB)"),
     overwrite: bool = typer.Option(False, help="write into a non-empty --output"),
     bf16: bool = typer.Option(False, "--bf16", help=BF16_HELP),
@@ -105,6 +236,14 @@ def train_sft(
     verbose: bool = typer.Option(False, "--verbose", "-v", help="show third-party warnings and logs"),
 ) -> None:
     """Supervised fine-tuning on arena chats (TRL SFTTrainer, loss on the assistant turns only)."""
+    from pathlib import Path
+
+    _number("--epochs", epochs)
+    _number("--lr", lr)
+    if not Path(data).exists():
+        raise typer.BadParameter(f"--data {data}: no such file or directory")
+    _start(preset, model)
+    _output("--output", output)
     from .progress import StageProgress, quiet_third_party
     from .sft import SFTRun, run_sft
 
@@ -132,8 +271,8 @@ def train_grpo(
     preset: str = typer.Option("tiny", help="tiny | small | smollm2 (hyperparameters)"),
     task: str = typer.Option("single_trade", "--task", "--tasks", help="comma-separated tasks"),
     split: str = typer.Option("train", help="train | holdout (train on train)"),
-    seeds: int = typer.Option(200, min=1, help="worlds seed_start..seed_start+N-1 per task"),
-    seed_start: int = typer.Option(1000, min=0, help="first world seed"),
+    seeds: int = typer.Option(200, min=1, max=MAX_COUNT, help="worlds seed_start..seed_start+N-1 per task"),
+    seed_start: int = typer.Option(1000, min=0, max=MAX_SEED, help="first world seed"),
     env_url: str | None = typer.Option(None, help="play against a GPU Arena server (http://host:port) "
                                                   "instead of in-process"),
     opponents: str | None = typer.Option(None, help="one policy for every other seat (default: the world's "
@@ -152,7 +291,7 @@ def train_grpo(
     scale_rewards: str | None = typer.Option(None, help="advantage scaling: group | batch | none "
                                                         "(default: the preset's)"),
     lora: bool | None = typer.Option(None, "--lora/--full", help="LoRA adapters (merged at the end) or full"),
-    seed: int = typer.Option(0, help="seed (sampling, data order)"),
+    seed: int = typer.Option(0, min=0, max=MAX_TRAIN_SEED, help="seed (sampling, data order)"),
     db: str | None = typer.Option(None, help="SQLite store (default .arena/arena.db or $GPU_ARENA_DB)"),
     overwrite: bool = typer.Option(False, help="write into a non-empty --output"),
     use_vllm: bool = typer.Option(False, "--use-vllm", help=VLLM_HELP),
@@ -168,20 +307,33 @@ def train_grpo(
     from .presets import get_preset
     from .progress import StageProgress, quiet_third_party
 
+    _number("--lr", lr)
+    _number("--temperature", temperature)  # GRPO samples: 0 would divide the logits by zero
+    _number("--beta", beta, zero=True)
     try:
         total = max_steps or get_preset(preset).grpo.max_steps
         accel = _accel(use_vllm, vllm_mode, vllm_server_url, bf16, gradient_checkpointing)
-        accel.validate()
+        run = GRPORun(
+            output_dir=output, model=model, preset=preset, tasks=_tasks(task), split=split,
+            seeds=tuple(range(seed_start, seed_start + seeds)), env_url=env_url,
+            opponents=_opponents(opponents, league=True),
+            max_steps=max_steps, num_generations=generations, prompts_per_step=prompts_per_step,
+            learning_rate=lr, temperature=temperature, max_completion_length=max_completion_length,
+            max_turn_tokens=max_turn_tokens, beta=beta, scale_rewards=scale_rewards, lora=lora, seed=seed,
+            db=db, overwrite=overwrite, accel=accel)
+        run.resolved().validate()  # the run's own checks (split, --model, --scale-rewards, ...) first
+        _start(preset, model)
+        _output("--output", output)
+        _env_url(env_url)
         with quiet_third_party(verbose), StageProgress("grpo", total, console=console) as bar:
-            result = run_grpo(GRPORun(
-                output_dir=output, model=model, preset=preset, tasks=_list(task), split=split,
-                seeds=tuple(range(seed_start, seed_start + seeds)), env_url=env_url, opponents=opponents,
-                max_steps=max_steps, num_generations=generations, prompts_per_step=prompts_per_step,
-                learning_rate=lr, temperature=temperature, max_completion_length=max_completion_length,
-                max_turn_tokens=max_turn_tokens, beta=beta, scale_rewards=scale_rewards, lora=lora, seed=seed,
-                db=db, overwrite=overwrite, accel=accel), display=bar)
+            result = run_grpo(run, display=bar)
     except _common_train_errors() as e:
         raise _fail(e) from None
+    except ConnectionError as e:  # the server went away during the run
+        if env_url is None:
+            raise
+        console.print(f"[red]error:[/red] the arena server at {env_url} could not be reached: {e}")
+        raise typer.Exit(1) from None
     final = result.get("final") or {}
     console.print(f"GRPO run {result['run_id']}: {result['steps']} steps in {result['duration_s']:.0f} s; last step "
                   f"reward {final.get('reward', float('nan')):+.4f}; checkpoint {output} (llm:hf:{output}?mode=tools)")
@@ -193,10 +345,11 @@ def train_rft(
     model: str = typer.Option(..., help="checkpoint to start from (the SFT output)"),
     preset: str = typer.Option("tiny", help="tiny | small | smollm2 (hyperparameters)"),
     task: str = typer.Option("single_trade", "--task", "--tasks", help="comma-separated tasks"),
-    seed_start: int = typer.Option(1000, min=0, help="first train world seed (each iteration takes fresh ones)"),
+    seed_start: int = typer.Option(1000, min=0, max=MAX_SEED,
+                                   help="first train world seed (each iteration takes fresh ones)"),
     max_steps: int | None = typer.Option(None, "--max-steps", "--iterations", min=1,
                                          help="iterations: sample, keep the better episodes, fine-tune"),
-    worlds: int | None = typer.Option(None, min=0, help="fresh train worlds per iteration (0: teacher replay "
+    worlds: int | None = typer.Option(None, min=0, max=MAX_COUNT, help="fresh train worlds per iteration (0: teacher replay "
                                                          "alone, the supervised control)"),
     samples: int | None = typer.Option(None, min=2, help="sampled episodes per world (the group)"),
     temperature: float | None = typer.Option(None, help="sampling temperature"),
@@ -210,7 +363,8 @@ def train_rft(
                                                   "greedy)"),
     prefer: str | None = typer.Option(None, help="lookahead ties: greedy | proposal"),
     train_on: str | None = typer.Option(None, help="episodes | corrections (the lookahead's changed turns)"),
-    replay: int | None = typer.Option(None, min=0, help="fresh teacher episodes mixed into each iteration"),
+    replay: int | None = typer.Option(None, min=0, max=MAX_COUNT,
+                                      help="fresh teacher episodes mixed into each iteration"),
     teacher: str | None = typer.Option(None, help="the replayed teacher policy"),
     constrained: bool | None = typer.Option(None, "--constrained/--free",
                                             help="decode under the seat's action grammar in rollouts"),
@@ -219,7 +373,7 @@ def train_rft(
     anchors: bool | None = typer.Option(None, "--anchors/--no-anchors",
                                         help="and on the unimproved worlds' greedy episodes"),
     min_return: float | None = typer.Option(None, help="keep only episodes with at least this return"),
-    seed: int = typer.Option(0, help="seed (sampling, data order)"),
+    seed: int = typer.Option(0, min=0, max=MAX_TRAIN_SEED, help="seed (sampling, data order)"),
     db: str | None = typer.Option(None, help="SQLite store (default .arena/arena.db or $GPU_ARENA_DB)"),
     overwrite: bool = typer.Option(False, help="write into a non-empty --output"),
     verbose: bool = typer.Option(False, "--verbose", "-v", help="show third-party warnings and logs"),
@@ -232,18 +386,26 @@ def train_rft(
     from .progress import StageProgress, quiet_third_party
     from .rft import RFTRun, run_rft
 
+    _number("--temperature", temperature)  # sampling: 0 gives every sample the same episode
+    _number("--lr", lr)
+    _number("--epochs", epochs)
+    _finite("--min-return", min_return)
+    _scripted("--proposal", proposal, none=True)
+    _scripted("--finisher", finisher, none=True)
+    _scripted("--teacher", teacher)
     try:
         total = max_steps or get_preset(preset).rft.iterations
+        run = RFTRun(output_dir=output, model=model, preset=preset, tasks=_tasks(task), seed_start=seed_start,
+                     iterations=max_steps, worlds_per_iteration=worlds, samples_per_world=samples,
+                     temperature=temperature, learning_rate=lr, lr_schedule=lr_schedule, epochs=epochs,
+                     explore=explore, proposal=proposal, finisher=finisher, roll_in=roll_in, prefer=prefer,
+                     train_on=train_on, replay=replay, teacher=teacher, cumulative=cumulative, anchors=anchors,
+                     constrained=constrained, min_return=min_return, seed=seed, db=db, overwrite=overwrite)
+        run.resolved().validate()  # the run's own checks (--explore, --roll-in, --replay, ...) first
+        _start(preset, model)
+        _output("--output", output)
         with quiet_third_party(verbose), StageProgress("rft", total, console=console) as bar:
-            result = run_rft(RFTRun(output_dir=output, model=model, preset=preset, tasks=_list(task),
-                                    seed_start=seed_start, iterations=max_steps, worlds_per_iteration=worlds,
-                                    samples_per_world=samples, temperature=temperature, learning_rate=lr,
-                                    lr_schedule=lr_schedule, epochs=epochs, explore=explore, proposal=proposal,
-                                    finisher=finisher, roll_in=roll_in, prefer=prefer, train_on=train_on,
-                                    replay=replay, teacher=teacher, cumulative=cumulative, anchors=anchors,
-                                    constrained=constrained,
-                                    min_return=min_return, seed=seed, db=db, overwrite=overwrite),
-                             progress=lambda m: bar.update(int(m["iteration"]), m))
+            result = run_rft(run, progress=lambda m: bar.update(int(m["iteration"]), m))
     except _common_train_errors() as e:
         raise _fail(e) from None
     final = result.get("final") or {}
@@ -268,12 +430,12 @@ def train_pipeline(
                                                                         "teacher replay alone, the control)"),
     constrained: bool | None = typer.Option(None, "--constrained/--free", help="decode under the seat's action "
                                             "grammar in RL rollouts and the evaluation (default: the preset's)"),
-    data_seeds: int | None = typer.Option(None, min=1, help="teacher episodes (train seeds 0..N-1)"),
-    eval_seeds: int | None = typer.Option(None, min=1, help="holdout seeds 0..N-1"),
+    data_seeds: int | None = typer.Option(None, min=1, max=MAX_COUNT, help="teacher episodes (train seeds 0..N-1)"),
+    eval_seeds: int | None = typer.Option(None, min=1, max=MAX_COUNT, help="holdout seeds 0..N-1"),
     eval_tasks: str | None = typer.Option(None, help="comma-separated holdout tasks (default: the task and the "
                                                      "preset's extra ones)"),
     workers: int = typer.Option(2, min=1, help="evaluation worker processes"),
-    seed: int = typer.Option(0, help="seed (initialisation, sampling, data order)"),
+    seed: int = typer.Option(0, min=0, max=MAX_TRAIN_SEED, help="seed (initialisation, sampling, data order)"),
     db: str | None = typer.Option(None, help="SQLite store (default .arena/arena.db or $GPU_ARENA_DB)"),
     lora: bool | None = typer.Option(None, "--lora/--full", help="LoRA adapters for SFT and GRPO (merged) or full"),
     use_vllm: bool = typer.Option(False, "--use-vllm", help=VLLM_HELP + "; --rl grpo"),
@@ -294,6 +456,10 @@ def train_pipeline(
                       eval_tasks=_list(eval_tasks) if eval_tasks else None, workers=workers, seed=seed, db=db,
                       lora=lora, accel=_accel(use_vllm, vllm_mode, vllm_server_url, bf16, gradient_checkpointing))
     try:
+        # the run's own checks (stages, tasks, --rl, and the model the sft stage starts from) before the
+        # data stage plays its episodes
+        run.resolved().validate()
+        _output("--output", output)
         with quiet_third_party(verbose):
             state = run_pipeline(run, display=lambda stage, total: StageProgress(stage, total, console=console))
     except _common_train_errors() as e:
@@ -379,7 +545,7 @@ def train_prepare(
     data: str | None = typer.Option(None, help="SFT data to train the tokenizer on (tiny, small)"),
     keep_template: bool = typer.Option(True, help="smollm2: keep its own chat template (JSON mode, zero-shot) "
                                                   "instead of the tool-calling one"),
-    seed: int = typer.Option(0, help="initialisation seed (tiny, small)"),
+    seed: int = typer.Option(0, min=0, max=MAX_TRAIN_SEED, help="initialisation seed (tiny, small)"),
 ) -> None:
     """Write a preset's starting model as a checkpoint directory, e.g. SmolLM2 for a zero-shot row:
     `gpu-arena eval --policies "llm:hf:DIR?mode=json"`."""
@@ -387,6 +553,7 @@ def train_prepare(
     from .data import load_sft_data
     from .presets import get_preset, load_pretrained, save_checkpoint, smollm2_gguf
 
+    _output("--output", output)
     try:
         p = get_preset(preset)
         if p.model is None:

@@ -29,7 +29,7 @@ from typing import Any
 from ..core.types import TASKS
 from .accel import Accel
 from .common import logged_run
-from .presets import PresetError, get_preset
+from .presets import PresetError, check_starting_model, get_preset
 from .runlog import RunLog
 
 STAGES = ("data", "sft", "rl", "eval")
@@ -110,9 +110,9 @@ class PipelineRun:
                               "eval_tasks": tuple(pick(self.eval_tasks, (self.task, *d.extra_eval_tasks)))})
 
     def validate(self) -> None:
-        for t in (self.task, *(self.eval_tasks or ())):
+        for option, t in (("--task", self.task), *(("--eval-tasks", t) for t in self.eval_tasks or ())):
             if t not in TASKS:
-                raise PresetError(f"unknown task {t!r}; expected one of {', '.join(TASKS)}")
+                raise PresetError(f"{option}: unknown task {t!r}; expected one of {', '.join(TASKS)}")
         for name in (self.from_stage, self.to_stage):
             if name not in STAGES:
                 raise PresetError(f"unknown stage {name!r}; expected one of {', '.join(STAGES)}")
@@ -129,6 +129,9 @@ class PipelineRun:
         if self.accel.use_vllm and self.rl_method != "grpo":
             raise PresetError("--use-vllm generates GRPO's rollouts: add --rl grpo")
         self.accel.validate()
+        if STAGES.index(self.from_stage) <= STAGES.index("sft") <= STAGES.index(self.to_stage):
+            # what the sft stage loads, found missing before the data stage plays its episodes
+            check_starting_model(get_preset(self.preset), self.model)
 
 
 @dataclass

@@ -305,6 +305,28 @@ def smollm2_gguf() -> Path:
     return files[0]
 
 
+def check_model_path(path: str | Path) -> Path:
+    """``path`` if :func:`load_pretrained` can load it (a checkpoint directory with ``config.json``
+    or a ``.gguf`` file), else :class:`PresetError`: checked before a run does any work."""
+    p = Path(path)
+    if not ((p.suffix == ".gguf" and p.is_file()) or (p.is_dir() and (p / "config.json").exists())):
+        raise PresetError(f"{p}: not a checkpoint directory (with config.json) or a .gguf file; "
+                          "hub names are not fetched here (no network)")
+    return p
+
+
+def check_starting_model(preset: Preset, model: str | Path | None) -> None:
+    """What :func:`gpu_arena.training.common.starting_model` will load is there: ``model``, or for a
+    preset without a config (smollm2) its GGUF. Cheap (no weights are read)."""
+    if model is not None:
+        try:
+            check_model_path(model)
+        except PresetError as e:
+            raise PresetError(f"--model {e}") from None
+    elif preset.model is None:
+        smollm2_gguf()
+
+
 def load_pretrained(path: str | Path, *, tools_template: bool = True) -> tuple[Any, Any]:
     """Load a causal LM and its tokenizer from a local checkpoint directory or a ``.gguf`` file.
 
@@ -312,14 +334,8 @@ def load_pretrained(path: str | Path, *, tools_template: bool = True) -> tuple[A
     (ChatML models, such as SmolLM2, share its special tokens); others keep theirs."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    p = Path(path)
-    if p.suffix == ".gguf" and p.is_file():
-        directory, kwargs = p.parent, {"gguf_file": p.name}
-    elif p.is_dir() and (p / "config.json").exists():
-        directory, kwargs = p, {}
-    else:
-        raise PresetError(f"{p}: not a checkpoint directory (with config.json) or a .gguf file; "
-                          "hub names are not fetched here (no network)")
+    p = check_model_path(path)
+    directory, kwargs = (p.parent, {"gguf_file": p.name}) if p.suffix == ".gguf" and p.is_file() else (p, {})
     try:
         tokenizer = AutoTokenizer.from_pretrained(directory, **kwargs)
         model: Any = AutoModelForCausalLM.from_pretrained(directory, dtype="float32", **kwargs)
@@ -380,6 +396,8 @@ __all__ = [
     "SFTDefaults",
     "build_model",
     "chat_template",
+    "check_model_path",
+    "check_starting_model",
     "corpus_for_tokenizer",
     "fill_defaults",
     "get_preset",
