@@ -127,7 +127,9 @@ def test_bad_input_is_a_structured_error_and_a_spent_turn(raw, code):
         [b["owner"] for b in before["blocks"]]
     # the session stays usable, and everything it keeps still writes as JSON
     assert env.step(ArenaAction(action_type="wait")).last_action_result.ok
-    assert env.episode is not None and json.loads(json.dumps(env.episode.transcript, allow_nan=True))
+    # the transcript is standard JSON (no NaN, no lone surrogate), as stores and strict parsers need
+    assert env.episode is not None and json.dumps(env.episode.transcript, allow_nan=False, ensure_ascii=False
+                                                   ).encode("utf-8")
     env.state.model_dump_json()
     obs.model_dump_json()
 
@@ -145,9 +147,21 @@ def test_a_round_reads_no_action_it_cannot_record_and_replays_as_recorded():
     record = episode.transcript[-1]["actions"]
     assert record["lab_0"] == {"rejected": "invalid_type", "message": report.results["lab_0"].message}
     assert any(m.text == "hello" for m in episode.world.messages)
+    # values standard JSON cannot carry: a refused move is recorded as refused, a taken move keeps
+    # the fields the rules read (an unused NaN is left out); the message echoing a lone surrogate is escaped
+    odd = {"lab_0": Action("send_offer", target_lab_id="lab_1", payment=math.nan),
+           "lab_1": Action("wait", payment=math.inf, message="\udc00"),
+           "lab_2": Action("accept_offer", offer_id="o_\ud800")}
+    report = episode.step(odd)
+    record = episode.transcript[-1]["actions"]
+    assert record["lab_0"] == {"rejected": "invalid_payment", "message": report.results["lab_0"].message}
+    assert report.results["lab_1"].ok and record["lab_1"] == {"action_type": "wait"}
+    assert record["lab_2"]["rejected"] == report.results["lab_2"].code and "\\ud800" in record["lab_2"]["message"]
+    json.dumps(episode.transcript, allow_nan=False, ensure_ascii=False).encode("utf-8")
     again = Episode.new("market_round", "train", 3, controlled=())
-    again.step({lid: action_from_record(a) for lid, a in record.items()})
-    assert again.transcript == episode.transcript
+    for entry in episode.transcript:
+        again.step({lid: action_from_record(a) for lid, a in entry["actions"].items()})
+    assert again.transcript == episode.transcript and again.returns == episode.returns
 
 
 def test_dict_and_json_actions_work_like_models():

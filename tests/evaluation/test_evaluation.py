@@ -269,3 +269,28 @@ def test_self_play_puts_the_policy_in_every_seat_and_reports_each_seats_return(t
     assert "Self-play: every seat's return" in res.output and "each policy against itself" in res.output
     stored = json.loads((tmp_path / "r.json").read_text())
     assert stored["args"]["opponents"] == "self"
+
+
+def test_the_store_keeps_only_replays_standard_json_can_carry(tmp_path) -> None:
+    import math
+
+    from gpu_arena.evaluation.report import markdown_table
+    from gpu_arena.evaluation.store import connect, replay_text, save_served_episode
+
+    assert replay_text({"transcript": [{"actions": {"lab_0": {"action_type": "wait"}}}]}) is not None
+    # NaN and Infinity (which SQLite's JSON functions refuse: one such row hid every stored episode)
+    # and a lone surrogate (no UTF-8 for it) are not kept
+    for odd in (math.nan, math.inf, "\ud800"):
+        assert replay_text({"transcript": [{"note": odd}]}) is None
+    con = connect(tmp_path / "a.db")
+    record = {"replay_id": "r1", "created_at": "2026-01-01T00:00:00Z", "task": "single_trade", "split": "train",
+              "seed": 1, "seat": "lab_0", "transcript": [], "episode_return": 0.0}
+    assert save_served_episode(con, record)
+    assert not save_served_episode(con, {**record, "replay_id": "r2", "episode_return": math.nan})
+    rows = con.execute("SELECT replay_id, json_array_length(replay, '$.transcript') FROM served_episodes").fetchall()
+    assert rows == [("r1", 0)]
+    # a policy's name is text in the report's table, never markup or a new cell
+    table = markdown_table([{"task": "t", "split": "s", "policy": "<a href='x'>p</a>|q", "n": 1, "mean": 0.0,
+                             "ci_low": 0.0, "ci_high": 0.0, "welfare_ratio": 1.0, "surplus_over_batna": 0.0, "deal_rate": 0.0,
+                             "breach_rate": 0.0, "invalid_rate": 0.0}])
+    assert "<a" not in table and "&lt;a href=&#x27;x&#x27;&gt;p&lt;/a&gt;\\|q" in table

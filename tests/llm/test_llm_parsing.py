@@ -86,6 +86,12 @@ def test_tool_call_shapes() -> None:
     ({"name": "wait", "arguments": "{oops"}, "format_invalid_json"),
     ({"name": "wait", "arguments": '{"action_type": "finish"}'}, "format_invalid_arguments"),
     (12345, "format_no_action"),
+    # numbers and text no record can carry (JSON out has no NaN; UTF-8 has no lone surrogate)
+    ('{"action_type": "send_offer", "target_lab_id": "lab_1", "payment": NaN}', "format_invalid_arguments"),
+    ('{"action_type": "make_pitch", "payment": Infinity}', "format_invalid_arguments"),
+    ('{"action_type": "send_offer", "target_lab_id": "lab_1", "payment": 1e400}', "format_invalid_arguments"),
+    ('{"action_type": "send_message", "message": "hi \\ud800"}', "format_invalid_arguments"),
+    ({"name": "form_coalition", "arguments": '{"shares": {"lab_0": NaN}}'}, "format_invalid_arguments"),
 ])
 def test_format_errors(output: Any, code: str) -> None:
     err = parse_action(output)
@@ -98,6 +104,17 @@ def test_illegal_but_well_formed_actions_parse() -> None:
     # meaning is the rules' business: a negative payment or an unknown offer is a rules error later
     a = parse_action('{"action_type": "send_offer", "target_lab_id": "lab_9", "payment": -5}')
     assert isinstance(a, ArenaAction) and a.payment == -5
+
+
+def test_long_whitespace_in_a_tool_tag_is_read_in_linear_time() -> None:
+    # a lazy group between two \s* tried every split of a run of spaces: 10 KB took 158 ms, 30 KB
+    # 1.4 s. Guarded by the pattern, not by a timer (speed lives in benchmarks); the long tag still parses
+    from gpu_arena.llm.parsing import _TOOL_TAG
+
+    assert "\\s*(.*?)\\s*" not in _TOOL_TAG.pattern
+    text = "<tool_call>" + " " * 15_000 + '{"action_type": "wait"}' + " " * 15_000 + "</tool_call>"
+    action = parse_action(text)
+    assert not isinstance(action, FormatError) and action.action_type == "wait"
 
 
 def test_huge_and_nested_inputs_are_bounded() -> None:

@@ -203,6 +203,49 @@ def action_record(action: Action) -> dict[str, Any] | RejectedAction:
     return out
 
 
+def json_standard(value: Any) -> bool:
+    """Whether JSON as every reader takes it carries ``value`` (a record's field): no NaN or
+    infinity (Python writes them; SQLite's JSON functions and strict parsers refuse them) and no
+    lone surrogate (no UTF-8 for it)."""
+    if isinstance(value, str):
+        if value.isascii():
+            return True
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            return False
+        return True
+    if isinstance(value, float):
+        return math.isfinite(value)
+    if isinstance(value, dict):
+        return all(json_standard(k) and json_standard(v) for k, v in value.items())
+    if isinstance(value, list):
+        return all(json_standard(v) for v in value)
+    return True
+
+
+def standard_record(record: dict[str, Any], result: ActionResult) -> dict[str, Any]:
+    """``record`` as the transcript keeps it, given what the round made of it: where a field holds
+    what standard JSON cannot carry (see :func:`json_standard`), a refused move is recorded as refused
+    (its code and message: a replay refuses it the same way) and a move the rules took or found
+    overtaken keeps the rest (they never read such a field: each rule refuses it where it reads it)."""
+    odd = [k for k, v in record.items() if not json_standard(v)]
+    if not odd:
+        return record
+    if not result.ok and not result.message.startswith(_CONFLICT_NOTE):
+        return {"rejected": result.code, "message": _text(result.message)}
+    return {k: v for k, v in record.items() if k not in odd}
+
+
+_CONFLICT_NOTE = "conflict with an earlier move this round"
+
+
+def _text(message: str) -> str:
+    """A refusal's message as every reader can carry it (it may echo what the seat sent): a lone
+    surrogate written as its escape."""
+    return message if json_standard(message) else message.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
 @dataclass(slots=True)
 class RoundReport:
     """What one round did: per-lab reward columns and action results, and whether it ended."""
@@ -363,9 +406,9 @@ class Episode:
                 if isinstance(action, Action) and e.code in CONFLICT_CODES and touched & referenced_ids(w, lid, action):
                     # moves are simultaneous: an action overtaken by an earlier move of this round
                     # (the block sold, the offer taken) is a conflict, not a mistake: no penalty
-                    results[lid] = ActionResult(False, e.code, f"conflict with an earlier move this round: {e.message}")
+                    results[lid] = ActionResult(False, e.code, f"{_CONFLICT_NOTE}: {_text(e.message)}")
                     continue
-                results[lid] = ActionResult(False, e.code, e.message)
+                results[lid] = ActionResult(False, e.code, _text(e.message))
                 lab.invalid_actions += 1
                 lab.reputation = max(0.0, lab.reputation + REP_INVALID)
                 led["invalid_action_penalty"] -= PENALTY_INVALID
@@ -385,7 +428,8 @@ class Episode:
         self.last_results = results
         self.last_rewards = rewards
         entry: dict[str, Any] = {
-            "round": w.round_index - 1, "order": order, "actions": record_actions,
+            "round": w.round_index - 1, "order": order,
+            "actions": {lid: standard_record(r, results[lid]) for lid, r in record_actions.items()},
             "results": {lid: [r.ok, r.code] for lid, r in sorted(results.items())},
             "rewards": {lid: round(r["normalized_reward"], 12) for lid, r in rewards.items()},
         }

@@ -2,9 +2,16 @@
 
 from __future__ import annotations
 
+import html
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
+
+
+def _cell(text: str) -> str:
+    """A name as a Markdown table cell shows it: HTML escaped (a renderer would take it as markup)
+    and ``|`` escaped (it would split the cell)."""
+    return html.escape(str(text)).replace("|", "\\|")
 
 
 def markdown_table(rows: Sequence[dict[str, Any]]) -> str:
@@ -13,7 +20,7 @@ def markdown_table(rows: Sequence[dict[str, Any]]) -> str:
     lines = [head, "|" + "---|" * 11]
     for r in rows:
         lines.append(
-            f"| {r['task']} | {r['split']} | {r['policy']} | {r['n']} | {r['mean']:+.4f} | "
+            f"| {r['task']} | {r['split']} | {_cell(r['policy'])} | {r['n']} | {r['mean']:+.4f} | "
             f"[{r['ci_low']:+.4f}, {r['ci_high']:+.4f}] | {r['welfare_ratio']:.3f} | {r['surplus_over_batna']:+.2f} | "
             f"{r['deal_rate']:.2f} | {r['breach_rate']:.2f} | {r['invalid_rate']:.3f} |")
     return "\n".join(lines)
@@ -26,7 +33,7 @@ def paired_table(rows: Sequence[dict[str, Any]]) -> str:
     for r in rows:
         verdict = "better" if r["ci_low"] > 0 else "worse" if r["ci_high"] < 0 else "no clear difference"
         lines.append(
-            f"| {r['task']} | {r['split']} | {r['policy']} − {r['versus']} | {r['n']} | {r['mean_diff']:+.4f} | "
+            f"| {r['task']} | {r['split']} | {_cell(r['policy'])} − {_cell(r['versus'])} | {r['n']} | {r['mean_diff']:+.4f} | "
             f"[{r['ci_low']:+.4f}, {r['ci_high']:+.4f}] | {r['wins']} / {r['losses']} | {verdict} |")
     return "\n".join(lines)
 
@@ -74,7 +81,7 @@ def write_html(rows: Sequence[dict[str, Any]], path: str | Path, title: str = ""
     fig = make_subplots(rows=1, cols=len(tasks), subplot_titles=list(tasks))
     for i, (_task, rs) in enumerate(tasks.items(), start=1):
         fig.add_trace(go.Bar(
-            x=[r["policy"] for r in rs], y=[r["mean"] for r in rs], showlegend=False,
+            x=[html.escape(r["policy"]) for r in rs], y=[r["mean"] for r in rs], showlegend=False,
             error_y={"type": "data", "symmetric": False, "array": [r["ci_high"] - r["mean"] for r in rs],
                      "arrayminus": [r["mean"] - r["ci_low"] for r in rs]},
             customdata=[[r["n"], r["welfare_ratio"], r["deal_rate"], r["invalid_rate"]] for r in rs],

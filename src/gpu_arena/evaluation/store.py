@@ -136,8 +136,21 @@ def save_run(con: sqlite3.Connection, *, kind: str, args: dict[str, Any], seeds:
         con.executemany(
             "INSERT INTO episodes (run_id, policy, task, split, seed, episode_return, replay) VALUES (?,?,?,?,?,?,?)",
             [(run_id, e.policy, e.task, e.split, e.seed, e.episode_return,
-              json.dumps(e.replay, separators=(",", ":")) if e.replay else None) for e in episodes])
+              replay_text(e.replay) if e.replay else None) for e in episodes])
     return run_id
+
+
+def replay_text(record: dict[str, Any]) -> str | None:
+    """A replay record as the store keeps it: standard JSON, or None where it holds what standard
+    JSON cannot carry (NaN, Infinity, a lone surrogate). SQLite's JSON functions refuse such a row,
+    and one of them would hide every stored episode from the lists that read them; the engine's
+    transcripts never hold one, so this guards what else a record may carry."""
+    try:
+        text = json.dumps(record, separators=(",", ":"), allow_nan=False, ensure_ascii=False)
+        text.encode("utf-8")
+    except (ValueError, UnicodeEncodeError):
+        return None
+    return text
 
 
 def latest_run(con: sqlite3.Connection, kind: str = "eval") -> dict[str, Any] | None:
@@ -191,15 +204,20 @@ def save_optima(con: sqlite3.Connection, optima: dict[tuple[str, str, int], tupl
                         [(t, sp, sd, fp, opt) for (t, sp, sd), (fp, opt) in optima.items()])
 
 
-def save_served_episode(con: sqlite3.Connection, record: dict[str, Any]) -> None:
-    """Store one finished server episode (a replay record with a ``replay_id``)."""
+def save_served_episode(con: sqlite3.Connection, record: dict[str, Any]) -> bool:
+    """Store one finished server episode (a replay record with a ``replay_id``); False (nothing
+    stored) where the record is not standard JSON (:func:`replay_text`)."""
+    text = replay_text(record)
+    if text is None:
+        return False
     with con:
         con.execute(
             "INSERT INTO served_episodes (replay_id, episode_id, created_at, task, split, seed, seat, judge_mode, "
             "episode_return, replay) VALUES (?,?,?,?,?,?,?,?,?,?)",
             (record["replay_id"], record.get("episode_id"), record["created_at"], record["task"], record["split"],
              int(record["seed"]), record["seat"], record.get("judge_mode", "none"), record.get("episode_return"),
-             json.dumps(record, separators=(",", ":"))))
+             text))
+    return True
 
 
 def load_served_episode(con: sqlite3.Connection, replay_id: str) -> dict[str, Any] | None:

@@ -23,6 +23,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from ..core.engine import json_standard
 from ..core.types import ACTION_TYPES, RejectedAction
 from ..models import ArenaAction
 
@@ -41,7 +42,9 @@ MAX_OBJECT_STARTS = 64  # '{' positions tried when scanning prose (bounds the wo
 _RAW_KEPT = 300  # characters of the raw output kept on the error, for logs and the conversation
 
 _FENCE = re.compile(r"```[ \t]*([A-Za-z0-9_-]*)[ \t]*\n?(.*?)```", re.DOTALL)
-_TOOL_TAG = re.compile(r"<tool_call>\s*(.*?)\s*(?:</tool_call>|$)", re.DOTALL)
+# no \s* around the lazy group: with both, a long run of spaces is tried at every split (quadratic);
+# the candidates are stripped anyway
+_TOOL_TAG = re.compile(r"<tool_call>(.*?)(?:</tool_call>|$)", re.DOTALL)
 _DECODER = json.JSONDecoder()
 
 
@@ -77,6 +80,10 @@ def _from_fields(action_type: Any, fields: Mapping[str, Any], raw: Any) -> Arena
                       f"unknown action {str(action_type)[:40]!r}; expected one of {', '.join(ACTION_TYPES)}", raw)
     data = {str(k): v for k, v in fields.items() if k != "action_type"}
     data.pop("metadata", None)  # the wire model's bookkeeping field is not the model's to set
+    odd = sorted(k for k, v in data.items() if not json_standard(v))
+    if odd:  # NaN, Infinity, 1e400 or a lone surrogate: nothing the arena can record or show
+        return _error(FORMAT_INVALID_ARGUMENTS, f"{action_type}: {', '.join(odd)[:80]}: not a finite number or not "
+                                                "Unicode text (NaN, Infinity, a lone surrogate)", raw)
     try:
         return ArenaAction.model_validate({"action_type": action_type, **data})
     except ValidationError as e:

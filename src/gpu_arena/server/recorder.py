@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import logging
 import sqlite3
 import threading
 from typing import Any
+
+log = logging.getLogger("gpu_arena.server")
 
 
 class EpisodeRecorder:
@@ -38,7 +41,9 @@ class EpisodeRecorder:
         from ..evaluation.store import save_served_episode
 
         with self._lock:
-            save_served_episode(self._connection(), record)
+            if not save_served_episode(self._connection(), record):
+                log.warning("episode %s not stored: its record holds what standard JSON cannot carry",
+                            record.get("replay_id"))
 
     def load(self, replay_id: str) -> dict[str, Any] | None:
         from ..evaluation.store import load_served_episode
