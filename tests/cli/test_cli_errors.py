@@ -123,3 +123,25 @@ def test_runs_turns_refuses_lines_that_are_not_replays(tmp_path: Path) -> None:
     path = tmp_path / "r.jsonl"
     path.write_text('[1, 2]\n{"policy": "wait", "transcript": [[]]}\n')
     _usage_error(["runs", "turns", str(path)], "record 0 is not an episode replay")
+
+
+def test_a_store_row_changed_by_hand_is_one_line_and_exit_1(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                            capsys: pytest.CaptureFixture[str]) -> None:
+    import sqlite3
+
+    from gpu_arena.cli import main
+
+    db = str(tmp_path / "a.db")
+    made = CliRunner().invoke(app, ["eval", "--seeds", "1", "--tasks", "single_trade", "--policies", "wait",
+                                    "--workers", "1", "--db", db, "--out", str(tmp_path / "o.json")], env=ENV)
+    assert made.exit_code == 0, made.output
+    con = sqlite3.connect(db)
+    with con:
+        con.execute("UPDATE results SET row = 'not json {'")
+    con.close()
+    monkeypatch.setattr("sys.argv", ["gpu-arena", "report", "--db", db, "--out-dir", str(tmp_path / "r")])
+    with pytest.raises(SystemExit) as exit_:
+        main()
+    assert exit_.value.code == 1
+    out = " ".join(capsys.readouterr().out.split())
+    assert "is not readable JSON" in out and "changed by hand" in out and "Traceback" not in out

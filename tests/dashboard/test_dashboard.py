@@ -443,3 +443,22 @@ def test_play_offers_any_registered_policy_as_opponent(client: TestClient, monke
     assert step["observation"]["last_action_result"]["ok"]
     refused = client.post("/api/sessions", json={"opponents": "llm:openai:m@http://127.0.0.1:9"})
     assert refused.status_code == 422
+
+
+def test_a_store_row_changed_by_hand_is_a_structured_503_not_a_bare_500(tmp_path: Path) -> None:
+    import sqlite3
+
+    db = tmp_path / "arena.db"
+    run_id = store_eval_run(db, "holdout", keep_replays=True)
+    with TestClient(create_arena_app(settings_for(tmp_path))) as c:
+        ref = c.get("/api/episodes?source=eval").json()["episodes"][0]["ref"]
+        assert c.get(f"/api/episodes/{ref}").status_code == 200
+        con = sqlite3.connect(db)
+        with con:
+            con.execute("UPDATE episodes SET replay = '{\"transcript\": [' WHERE run_id = ?", (run_id,))
+            con.execute("UPDATE results SET row = 'not json {' WHERE run_id = ?", (run_id,))
+        con.close()
+        for path in (f"/api/episodes/{ref}", "/api/results/latest", "/api/episodes?source=all"):
+            r = c.get(path)
+            assert r.status_code == 503 and r.json()["error"]["code"] == "store_unreadable", (path, r.text)
+            assert "changed by hand" in r.json()["error"]["message"]

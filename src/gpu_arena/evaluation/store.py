@@ -95,6 +95,15 @@ def connect(path: str | os.PathLike[str] | None = None) -> sqlite3.Connection:
     return con
 
 
+def stored_json(text: str | bytes, what: str) -> Any:
+    """A JSON column read back; :class:`StoreError` naming ``what`` where it is not JSON (a row
+    changed outside the project), rather than a decoding error far from the store."""
+    try:
+        return json.loads(text)
+    except (ValueError, TypeError, RecursionError) as e:
+        raise StoreError(f"the store's {what} is not readable JSON ({e}); was the file changed by hand?") from None
+
+
 def in_range(value: int) -> bool:
     """Whether ``value`` fits a SQLite integer (a larger id names no row; asking would overflow)."""
     return -SQLITE_MAX_INT - 1 <= value <= SQLITE_MAX_INT
@@ -175,9 +184,14 @@ def load_run(con: sqlite3.Connection, run_id: int) -> dict[str, Any] | None:
                       (run_id,)).fetchone()
     if row is None:
         return None
-    results = [json.loads(r[0]) for r in con.execute("SELECT row FROM results WHERE run_id = ? ORDER BY rowid", (run_id,))]
-    return {"id": row[0], "kind": row[1], "created_at": row[2], "git_commit": row[3], "args": json.loads(row[4]),
-            "seeds": json.loads(row[5]), "versions": json.loads(row[6]), "duration_s": row[7], "results": results}
+    results = [stored_json(r[0], f"result row of run {run_id}")
+               for r in con.execute("SELECT row FROM results WHERE run_id = ? ORDER BY rowid", (run_id,))]
+    if not all(isinstance(r, dict) for r in results):
+        raise StoreError(f"the store's result rows of run {run_id} are not objects; was the file changed by hand?")
+    what = f"run {run_id}"
+    return {"id": row[0], "kind": row[1], "created_at": row[2], "git_commit": row[3],
+            "args": stored_json(row[4], f"{what}'s arguments"), "seeds": stored_json(row[5], f"{what}'s seeds"),
+            "versions": stored_json(row[6], f"{what}'s versions"), "duration_s": row[7], "results": results}
 
 
 def load_returns(con: sqlite3.Connection, run_id: int) -> list[tuple[str, str, str, int, float]]:
@@ -189,7 +203,7 @@ def load_returns(con: sqlite3.Connection, run_id: int) -> list[tuple[str, str, s
 def load_replay(con: sqlite3.Connection, run_id: int, policy: str, task: str, seed: int) -> dict[str, Any] | None:
     row = con.execute("SELECT replay FROM episodes WHERE run_id=? AND policy=? AND task=? AND seed=?",
                       (run_id, policy, task, seed)).fetchone()
-    return json.loads(row[0]) if row and row[0] else None
+    return stored_json(row[0], "episode replay") if row and row[0] else None
 
 
 def load_optima(con: sqlite3.Connection) -> dict[tuple[str, str, int], tuple[str, float]]:
@@ -222,7 +236,7 @@ def save_served_episode(con: sqlite3.Connection, record: dict[str, Any]) -> bool
 
 def load_served_episode(con: sqlite3.Connection, replay_id: str) -> dict[str, Any] | None:
     row = con.execute("SELECT replay FROM served_episodes WHERE replay_id = ?", (replay_id,)).fetchone()
-    return json.loads(row[0]) if row else None
+    return stored_json(row[0], f"episode {replay_id}") if row else None
 
 
 def save_usage(con: sqlite3.Connection, run_id: int, rows: Sequence[dict[str, Any]]) -> None:
@@ -238,4 +252,4 @@ def save_usage(con: sqlite3.Connection, run_id: int, rows: Sequence[dict[str, An
 
 def load_usage(con: sqlite3.Connection, run_id: int) -> list[dict[str, Any]]:
     """A run's LLM ledgers, in the order they were stored (empty if no model took part)."""
-    return [json.loads(r[0]) for r in con.execute("SELECT row FROM llm_usage WHERE run_id = ? ORDER BY rowid", (run_id,))]
+    return [stored_json(r[0], "LLM usage row") for r in con.execute("SELECT row FROM llm_usage WHERE run_id = ? ORDER BY rowid", (run_id,))]

@@ -56,8 +56,15 @@ def save_matches(con: sqlite3.Connection, league: str, records: list[dict[str, A
 
 def load_matches(con: sqlite3.Connection, league: str) -> list[dict[str, Any]]:
     """The league's stored matches in schedule order, each with its replay reference ``ref``."""
-    return [{**json.loads(r[0]), "ref": league_ref(r[1])} for r in con.execute(
-        "SELECT record, rowid FROM league_matches WHERE league = ? ORDER BY idx", (league,))]
+    from ..evaluation.store import StoreError, stored_json
+
+    out = []
+    for text, rowid in con.execute("SELECT record, rowid FROM league_matches WHERE league = ? ORDER BY idx", (league,)):
+        record = stored_json(text, f"league match {league_ref(rowid)}")
+        if not isinstance(record, dict):
+            raise StoreError(f"the store's league match {league_ref(rowid)} is not an object")
+        out.append({**record, "ref": league_ref(rowid)})
+    return out
 
 
 def league_ref(rowid: int) -> str:
@@ -67,11 +74,14 @@ def league_ref(rowid: int) -> str:
 
 def leagues(con: sqlite3.Connection) -> list[dict[str, Any]]:
     """Every league, the newest first."""
+    from ..evaluation.store import stored_json
+
     rows = con.execute("SELECT l.league, l.entrants, l.tasks, l.seed, l.created_at, COUNT(m.idx) FROM leagues l "
                        "LEFT JOIN league_matches m ON m.league = l.league GROUP BY l.league "
                        "ORDER BY l.created_at DESC, l.rowid DESC").fetchall()
-    return [{"league": r[0], "entrants": json.loads(r[1]), "tasks": json.loads(r[2]), "seed": r[3],
-             "created_at": r[4], "matches": r[5]} for r in rows]
+    return [{"league": r[0], "entrants": stored_json(r[1], f"league {r[0]!r}'s entrants"),
+             "tasks": stored_json(r[2], f"league {r[0]!r}'s tasks"), "seed": r[3], "created_at": r[4],
+             "matches": r[5]} for r in rows]
 
 
 def _now() -> str:

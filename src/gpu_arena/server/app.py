@@ -30,6 +30,7 @@ from ..dashboard.autoeval import AutoEval
 from ..dashboard.reference import build_reference_router
 from ..dashboard.replays import build_replay_router
 from ..dashboard.routes import install_dashboard
+from ..evaluation.store import StoreError
 from ..models import ArenaAction, ArenaObservation, ArenaState
 from .environment import ServedArenaEnv
 from .errors import ArenaRequestError, CapacityReached, error_response
@@ -144,6 +145,11 @@ def _install_error_handlers(app: FastAPI) -> None:
         return error_response(exc.status_code, f"http_{exc.status_code}", str(detail), detail=detail,
                               headers=getattr(exc, "headers", None))
 
+    async def store_error(request: Request, exc: Exception) -> JSONResponse:
+        # a row changed outside the project: said as such, in the error envelope (not a bare 500)
+        return error_response(503, "store_unreadable", str(exc))
+
+    app.add_exception_handler(StoreError, store_error)
     app.add_exception_handler(ArenaRequestError, arena_error)
     app.add_exception_handler(RequestValidationError, invalid_request)
     app.add_exception_handler(StarletteHTTPException, http_error)

@@ -16,14 +16,13 @@ and ``ref`` / ``source``.
 
 from __future__ import annotations
 
-import json
 import re
 import sqlite3
 from collections.abc import Sequence
 from contextlib import closing
 from typing import Any
 
-from ..evaluation.store import db_path, load_served_episode
+from ..evaluation.store import StoreError, db_path, load_served_episode, stored_json
 from .recorder import EpisodeRecorder
 from .settings import ServerSettings
 
@@ -53,7 +52,7 @@ def load_episode(settings: ServerSettings, recorder: EpisodeRecorder | None, ref
     if league is not None:
         found = _read(settings, lambda con: con.execute(
             "SELECT record, created_at FROM league_matches WHERE rowid = ?", (int(league.group(1)),)).fetchone())
-        return None if found is None else league_replay(json.loads(found[0]), ref, found[1])
+        return None if found is None else league_replay(stored_json(found[0], f"league match {ref}"), ref, found[1])
     m = EVAL_REF.match(ref)
     if m is None:
         return None
@@ -64,7 +63,7 @@ def load_episode(settings: ServerSettings, recorder: EpisodeRecorder | None, ref
         (row, run_id)).fetchone())
     if found is None:
         return None
-    record, args = json.loads(found[0]), json.loads(found[3])
+    record, args = stored_json(found[0], f"episode {ref}"), stored_json(found[3], f"run {run_id}'s arguments")
     return {**record, "ref": ref, "source": "eval", "run_id": run_id, "policy": found[1],
             "episode_return": found[2], "created_at": found[4], "seat": record.get("seat") or "lab_0",
             "judge_mode": record.get("judge_mode") or args.get("judge_mode") or "none",
@@ -95,8 +94,11 @@ def _read(settings: ServerSettings, fn: Any) -> Any:
     try:
         with closing(con):
             return fn(con)
-    except sqlite3.OperationalError:  # a store from before these tables: nothing stored
-        return None
+    except sqlite3.OperationalError as e:
+        if "no such table" in str(e):  # a store from before these tables: nothing stored
+            return None
+        # a JSON column SQLite cannot read (changed by hand): said so, never an empty list
+        raise StoreError(f"the store's episodes cannot be listed ({e}); was the file changed by hand?") from None
 
 
 def list_episodes(settings: ServerSettings, *, source: str = "all", task: str | None = None,
@@ -167,7 +169,7 @@ def _league(con: sqlite3.Connection, task: str | None, split: str | None, seed: 
         return []
     out: list[dict[str, Any]] = []
     for rowid, text, created_at in rows:
-        record = json.loads(text)
+        record = stored_json(text, f"league match league-{rowid}")
         replay = league_replay(record, f"league-{rowid}", created_at)
         if replay is None or (task and replay["task"] != task) or (split and replay["split"] != split) \
                 or (seed is not None and replay["seed"] != seed) or (policy and policy not in replay["seats"].values()):

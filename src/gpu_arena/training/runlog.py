@@ -130,12 +130,16 @@ def _has_tables(con: sqlite3.Connection) -> bool:
 
 
 def _run_row(row: sqlite3.Row | tuple[Any, ...]) -> dict[str, Any]:
+    from ..evaluation.store import stored_json
+
     (rid, kind, status, created, finished, commit, preset, model, out, config, versions, duration, summary,
      steps, last_step) = row
+    what = f"training run {rid}"
     return {"id": rid, "kind": kind, "status": status, "created_at": created, "finished_at": finished,
             "git_commit": commit, "preset": preset, "model": model, "output_dir": out,
-            "config": json.loads(config), "versions": json.loads(versions), "duration_s": duration,
-            "summary": json.loads(summary) if summary else None, "n_logs": steps, "last_step": last_step}
+            "config": stored_json(config, f"{what}'s config"), "versions": stored_json(versions, f"{what}'s versions"),
+            "duration_s": duration, "summary": stored_json(summary, f"{what}'s summary") if summary else None,
+            "n_logs": steps, "last_step": last_step}
 
 
 _RUN_COLUMNS = ("r.id, r.kind, r.status, r.created_at, r.finished_at, r.git_commit, r.preset, r.model, r.output_dir, "
@@ -169,7 +173,7 @@ def load_training_run(con: sqlite3.Connection, run_id: int) -> dict[str, Any] | 
 
     Reads only, like :func:`list_training_runs`.
     """
-    from ..evaluation.store import in_range
+    from ..evaluation.store import StoreError, in_range, stored_json
 
     if not _has_tables(con) or not in_range(run_id):
         return None
@@ -181,7 +185,9 @@ def load_training_run(con: sqlite3.Connection, run_id: int) -> dict[str, Any] | 
     series: dict[str, dict[str, list[float]]] = {}
     for step, elapsed, data in con.execute(
             "SELECT step, elapsed_s, metrics FROM training_metrics WHERE run_id = ? ORDER BY step, rowid", (run_id,)):
-        values = json.loads(data)
+        values = stored_json(data, f"training run {run_id}'s metrics at step {step}")
+        if not isinstance(values, dict):
+            raise StoreError(f"the store's training run {run_id} metrics at step {step} are not an object")
         metrics.append({"step": step, "elapsed_s": elapsed, **values})
         for name, v in values.items():
             if isinstance(v, int | float) and not isinstance(v, bool):
