@@ -462,3 +462,7 @@ def test_a_store_row_changed_by_hand_is_a_structured_503_not_a_bare_500(tmp_path
             r = c.get(path)
             assert r.status_code == 503 and r.json()["error"]["code"] == "store_unreadable", (path, r.text)
             assert "changed by hand" in r.json()["error"]["message"]
+        # the page's first call still answers: the section is empty and the problem is named
+        overview = c.get("/api/overview")
+        assert overview.status_code == 200 and overview.json()["latest_eval"] is None
+        assert any("changed by hand" in p for p in overview.json()["store_problems"])

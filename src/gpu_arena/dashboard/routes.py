@@ -11,6 +11,7 @@ works offline and needs no build step.
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Callable
 from contextlib import closing
 from importlib import resources
 from pathlib import Path
@@ -23,7 +24,7 @@ from fastapi.staticfiles import StaticFiles
 from .. import __version__
 from ..core.rules import JUDGE_MODES
 from ..core.types import ACTION_TYPES, COMPONENT_COLUMNS, PENALTY_COLUMNS, REWARD_COLUMNS, SPLITS, TASKS
-from ..evaluation.store import db_path, latest_run, latest_run_for_split
+from ..evaluation.store import StoreError, db_path, latest_run, latest_run_for_split
 from ..policies import ARCHETYPES, BASELINES, policy_names
 from ..server.environment import DEFAULT_OPPONENTS, seat_policies, task_spec
 from ..server.episodes import open_store_read_only
@@ -136,6 +137,17 @@ def build_dashboard_router(settings: ServerSettings, auto_eval: AutoEval | None 
 
     @router.get("/overview", summary="Tasks, actions, reward columns, policies and the latest evaluation")
     async def overview() -> dict[str, Any]:
+        # the page starts from this: a store row changed by hand leaves its section empty and is
+        # named under store_problems, rather than failing the whole page
+        problems: list[str] = []
+
+        def readable(fn: Any, default: Any = None) -> Any:
+            try:
+                return fn()
+            except StoreError as e:
+                problems.append(str(e))
+                return default
+
         return {
             "version": __version__,
             "tasks": [{k: v for k, v in task_spec(SPLITS[0], i).items() if k in ("task", "labs", "rounds", "shocks")}
@@ -148,9 +160,10 @@ def build_dashboard_router(settings: ServerSettings, auto_eval: AutoEval | None 
                          "archetypes": sorted(ARCHETYPES), "default_opponents": DEFAULT_OPPONENTS,
                          "opponents": opponent_policies()},
             "judge_modes": list(JUDGE_MODES),
-            "latest_eval": run_summary(load(None)),
+            "latest_eval": readable(lambda: run_summary(load(None))),
             "auto_eval": auto_eval.status() if auto_eval is not None else None,
-            "training": training_overview(),
+            "training": training_overview(readable),
+            "store_problems": problems,
         }
 
     def read_training(fn: Any, *args: Any, **kwargs: Any) -> Any:
@@ -163,13 +176,15 @@ def build_dashboard_router(settings: ServerSettings, auto_eval: AutoEval | None 
         except sqlite3.OperationalError:  # a store from before the training tables: no run
             return None
 
-    def training_overview() -> dict[str, Any]:
-        runs = read_training(list_training_runs) or []
+    def training_overview(readable: Callable[..., Any] = lambda fn, default=None: fn()) -> dict[str, Any]:
+        """The overview's training section; ``readable(fn, default)`` reads the store (the overview's
+        own keeps going past a row changed by hand; by default an unreadable row raises)."""
+        runs = readable(lambda: read_training(list_training_runs)) or []
         message = ("no training runs in the store" if not runs else
                    f"{len(runs)} training run{'s' if len(runs) > 1 else ''} in the store")
         commands = [sft_command(settings) if c == "gpu-arena data sft" else c for c in TRAINING_COMMANDS]
         latest = {kind: next((_run_brief(r) for r in runs if r["kind"] == kind), None) for kind in TRAINING_KINDS}
-        pipeline = read_training(latest_pipeline)
+        pipeline = readable(lambda: read_training(latest_pipeline))
         return {"wired": True, "runs_in_store": len(runs), "message": message, "commands": commands,
                 "latest": latest, "pipeline": headline(pipeline) if pipeline else None,
                 "pipeline_command": pipeline_command(settings.db)}
