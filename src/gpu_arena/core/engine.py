@@ -32,6 +32,7 @@ from .rules import (
     settle_due_jobs,
     start_blocks,
 )
+from .serialize import json_standard
 from .shocks import fire_due_shocks
 from .types import (
     COMPONENT_COLUMNS,
@@ -203,41 +204,18 @@ def action_record(action: Action) -> dict[str, Any] | RejectedAction:
     return out
 
 
-def json_standard(value: Any) -> bool:
-    """Whether JSON as every reader takes it carries ``value`` (a record's field): no NaN or
-    infinity (Python writes them; SQLite's JSON functions and strict parsers refuse them) and no
-    lone surrogate (no UTF-8 for it)."""
-    if isinstance(value, str):
-        if value.isascii():
-            return True
-        try:
-            value.encode("utf-8")
-        except UnicodeEncodeError:
-            return False
-        return True
-    if isinstance(value, float):
-        return math.isfinite(value)
-    if isinstance(value, dict):
-        return all(json_standard(k) and json_standard(v) for k, v in value.items())
-    if isinstance(value, list):
-        return all(json_standard(v) for v in value)
-    return True
-
-
-def standard_record(record: dict[str, Any], result: ActionResult) -> dict[str, Any]:
+def standard_record(record: dict[str, Any], result: ActionResult, overtaken: bool) -> dict[str, Any]:
     """``record`` as the transcript keeps it, given what the round made of it: where a field holds
-    what standard JSON cannot carry (see :func:`json_standard`), a refused move is recorded as refused
-    (its code and message: a replay refuses it the same way) and a move the rules took or found
-    overtaken keeps the rest (they never read such a field: each rule refuses it where it reads it)."""
+    what standard JSON cannot carry (see :func:`~gpu_arena.core.serialize.json_standard`), a move
+    the rules refused is recorded as refused (its code and message: a replay refuses it the same
+    way) and a move they took, or found ``overtaken`` by an earlier one, keeps the rest (they never
+    read such a field: each rule refuses it where it reads it)."""
     odd = [k for k, v in record.items() if not json_standard(v)]
     if not odd:
         return record
-    if not result.ok and not result.message.startswith(_CONFLICT_NOTE):
+    if not result.ok and not overtaken:
         return {"rejected": result.code, "message": _text(result.message)}
     return {k: v for k, v in record.items() if k not in odd}
-
-
-_CONFLICT_NOTE = "conflict with an earlier move this round"
 
 
 def _text(message: str) -> str:
@@ -376,6 +354,7 @@ class Episode:
         results: dict[str, ActionResult] = {}
         record_actions: dict[str, dict[str, Any]] = {}
         touched: set[str] = set()  # ids that successful moves of this round referenced
+        overtaken: set[str] = set()  # seats whose move met a conflict (no penalty)
         labs = w.labs.values()
         for lid in order:
             action = actions.get(lid)
@@ -406,7 +385,9 @@ class Episode:
                 if isinstance(action, Action) and e.code in CONFLICT_CODES and touched & referenced_ids(w, lid, action):
                     # moves are simultaneous: an action overtaken by an earlier move of this round
                     # (the block sold, the offer taken) is a conflict, not a mistake: no penalty
-                    results[lid] = ActionResult(False, e.code, f"{_CONFLICT_NOTE}: {_text(e.message)}")
+                    results[lid] = ActionResult(False, e.code, f"conflict with an earlier move this round: "
+                                                               f"{_text(e.message)}")
+                    overtaken.add(lid)
                     continue
                 results[lid] = ActionResult(False, e.code, _text(e.message))
                 lab.invalid_actions += 1
@@ -429,7 +410,7 @@ class Episode:
         self.last_rewards = rewards
         entry: dict[str, Any] = {
             "round": w.round_index - 1, "order": order,
-            "actions": {lid: standard_record(r, results[lid]) for lid, r in record_actions.items()},
+            "actions": {lid: standard_record(r, results[lid], lid in overtaken) for lid, r in record_actions.items()},
             "results": {lid: [r.ok, r.code] for lid, r in sorted(results.items())},
             "rewards": {lid: round(r["normalized_reward"], 12) for lid, r in rewards.items()},
         }

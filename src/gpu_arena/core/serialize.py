@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, fields
 from typing import Any
 
@@ -9,6 +10,27 @@ from .types import Action, RejectedAction, World
 
 _ACTION_FIELDS = {f.name for f in fields(Action)}
 _TUPLE_FIELDS = ("block_ids", "requested_block_ids", "member_lab_ids")
+
+
+def json_standard(value: Any) -> bool:
+    """Whether JSON as every reader takes it carries ``value`` (an action's field, a record, a message): no NaN or
+    infinity (Python writes them; SQLite's JSON functions and strict parsers refuse them) and no
+    lone surrogate (no UTF-8 for it)."""
+    if isinstance(value, str):
+        if value.isascii():
+            return True
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            return False
+        return True
+    if isinstance(value, float):
+        return math.isfinite(value)
+    if isinstance(value, dict):
+        return all(json_standard(k) and json_standard(v) for k, v in value.items())
+    if isinstance(value, list):
+        return all(json_standard(v) for v in value)
+    return True
 
 
 def world_to_dict(world: World) -> dict[str, Any]:

@@ -81,7 +81,9 @@ SQLITE_MAX_INT = 2**63 - 1  # an id or a count beyond SQLite's 64-bit integers n
 
 
 class StoreError(RuntimeError):
-    """The store's file cannot be opened or is not a SQLite database (the CLI reports it in one line)."""
+    """The store cannot be used: its file cannot be opened or is not a SQLite database, or a row
+    was changed outside the project (a JSON column that does not parse). The CLI reports it in one
+    line; the server answers ``503 store_unreadable``."""
 
 
 def connect(path: str | os.PathLike[str] | None = None) -> sqlite3.Connection:

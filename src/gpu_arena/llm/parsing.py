@@ -23,7 +23,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from ..core.engine import json_standard
+from ..core.serialize import json_standard
 from ..core.types import ACTION_TYPES, RejectedAction
 from ..models import ArenaAction
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from ..serialize import json_standard
 from ..types import (
     CONDITION_KEYS,
     Block,
@@ -69,13 +70,10 @@ def message_text(value: Any) -> str:
     text = optional_str(value, "message") or ""
     if len(text) > MAX_MESSAGE_CHARS:
         raise ActionError("message_too_long", f"message has {len(text)} characters; at most {MAX_MESSAGE_CHARS}")
-    if not text.isascii():
-        try:
-            text.encode("utf-8")
-        except UnicodeEncodeError:
-            # a lone surrogate (possible in a Python str, never in UTF-8) would be stored in the
-            # world and then break every JSON rendering of the views that show it
-            raise ActionError("invalid_text", "message must be Unicode text (it holds a lone surrogate)") from None
+    if not json_standard(text):
+        # a lone surrogate (possible in a Python str, never in UTF-8) would be stored in the world
+        # and then break every JSON rendering of the views that show it
+        raise ActionError("invalid_text", "message must be Unicode text (it holds a lone surrogate)")
     return text
 
 
