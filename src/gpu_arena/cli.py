@@ -10,13 +10,11 @@ from typing import Any
 import typer
 from rich.table import Table
 
+from .cli_options import MAX_SEEDS, split_list, task_list
 from .console import console
 from .core.tasks import task_params
 from .core.types import ACTION_TYPES, COMPONENT_COLUMNS, MAX_SEED, REWARD_COLUMNS, TASKS
 from .eval_tables import print_seat_returns, print_usage
-
-MAX_EVAL_SEEDS = 1_000_000
-
 
 LOG_LEVELS = ("critical", "error", "warning", "info", "debug", "trace")  # uvicorn's
 
@@ -76,17 +74,13 @@ def demo(
                   f"{metrics['optimum']:.2f} ({metrics['welfare_ratio']:.1%})")
 
 
-def _split_list(value: str) -> list[str]:
-    return [x.strip() for x in value.split(",") if x.strip()]
-
-
 @app.command("eval")
 def evaluate(
     policies: str = typer.Option("rule_expert,oracle,no_negotiation,random_valid,greedy_hoarder,always_accept",
                                  help="comma-separated policies for the controlled seat"),
     tasks: str = typer.Option("single_trade,market_round,coalition_market", help="comma-separated tasks"),
     split: str = typer.Option("holdout", help="train | holdout"),
-    seeds: int = typer.Option(100, min=1, max=MAX_EVAL_SEEDS, help="seeds 0..N-1 (or with --seed-start)"),
+    seeds: int = typer.Option(100, min=1, max=MAX_SEEDS, help="seeds 0..N-1 (or with --seed-start)"),
     seed_start: int = typer.Option(0, min=0, max=MAX_SEED, help="first seed"),
     workers: int = typer.Option(2, min=1, help="worker processes (with --backend ray and no --ray-address: "
                                                "the local Ray instance's CPUs)"),
@@ -120,16 +114,11 @@ def evaluate(
     from .evaluation.runner import SELF_PLAY, usage_rows
     from .evaluation.store import connect, load_optima, save_optima, save_run, save_usage
 
-    pol, tsk = _split_list(policies), _split_list(tasks)
+    pol, tsk = split_list(policies), list(task_list(tasks, "--tasks"))
     if not pol:
         raise typer.BadParameter("--policies names no policy")
-    if not tsk:
-        raise typer.BadParameter("--tasks names no task")
     if seed_start + seeds - 1 > MAX_SEED:
         raise typer.BadParameter(f"--seed-start + --seeds must stay within {MAX_SEED} (64-bit seeds)")
-    for t in tsk:
-        if t not in TASKS:
-            raise typer.BadParameter(f"unknown task {t!r}; expected one of {', '.join(TASKS)}")
     if split not in ("train", "holdout"):
         raise typer.BadParameter("split must be train or holdout")
     seed_list = list(range(seed_start, seed_start + seeds))
@@ -364,7 +353,7 @@ def _judge_options(judge_mode: str, judge: str | None) -> tuple[str, str | None]
 
 def _seat_spec(value: str) -> str | list[str] | dict[str, str]:
     """``name`` for every other seat, ``a,b,c`` in seat order, or ``lab_1=name,lab_2=name``."""
-    items = _split_list(value)
+    items = split_list(value)
     # a seat=policy pair starts with a seat id; an LLM name's options (?mode=json) also hold '='
     if any(re.match(r"lab_\d+=", x) for x in items):
         pairs = [x.split("=", 1) for x in items]

@@ -7,6 +7,7 @@ from typing import Any
 
 import typer
 
+from ..cli_options import split_list
 from ..console import FitTable, console
 from ..core.types import MAX_SEED
 
@@ -14,10 +15,6 @@ MAX_MATCHES = 100_000  # per call: the schedule is built before the first match
 
 league_app = typer.Typer(help="A rated league: entrants meet in rotating seats; OpenSkill ratings and cross-play.",
                          no_args_is_help=True)
-
-
-def _names(value: str) -> list[str]:
-    return [x.strip() for x in value.split(",") if x.strip()]
 
 
 @league_app.command("run")
@@ -40,7 +37,7 @@ def league_run(
     from ..core.types import TASKS
     from . import run_league
 
-    names, task_list = _names(entrants), _names(tasks)
+    names, task_list = split_list(entrants), split_list(tasks)
     bad = [t for t in task_list if t not in TASKS]
     if bad or not task_list:
         raise typer.BadParameter(f"unknown task {', '.join(bad) or '(none)'}; expected {', '.join(TASKS)}")

@@ -11,6 +11,7 @@ from typing import Any
 
 import typer
 
+from ..cli_options import MAX_SEEDS, split_list, task_list
 from ..console import FitTable, console
 from ..core.types import MAX_SEED  # world seeds: 64-bit, as every store keeps them
 
@@ -19,10 +20,6 @@ train_app = typer.Typer(add_completion=False, no_args_is_help=True,
                         help="Train LLM negotiators: SFT, then multi-turn GRPO against the live environment.")
 runs_app = typer.Typer(add_completion=False, invoke_without_command=True,
                        help="Training runs in the results store (no subcommand: list them).")
-
-
-def _list(value: str) -> tuple[str, ...]:
-    return tuple(x.strip() for x in value.split(",") if x.strip())
 
 
 def _fail(e: Exception) -> typer.BadParameter:
@@ -34,7 +31,6 @@ def _fail(e: Exception) -> typer.BadParameter:
 # output folder or records a run: a bad value is a usage error (exit status 2) naming the option.
 
 MAX_TRAIN_SEED = 2**32 - 1  # the trainers seed numpy, whose seeds are 32-bit
-MAX_COUNT = 1_000_000  # worlds or episodes one option may ask for (each is a seed held in memory)
 
 
 def _number(option: str, value: float | None, *, zero: bool = False) -> None:
@@ -47,18 +43,6 @@ def _number(option: str, value: float | None, *, zero: bool = False) -> None:
 def _finite(option: str, value: float | None) -> None:
     if value is not None and not math.isfinite(value):
         raise typer.BadParameter(f"{option} must be a finite number, got {value}")
-
-
-def _tasks(value: str, option: str = "--task") -> tuple[str, ...]:
-    from ..core.types import TASKS
-
-    tasks = _list(value)
-    if not tasks:
-        raise typer.BadParameter(f"{option} names no task; expected some of {', '.join(TASKS)}")
-    for t in tasks:
-        if t not in TASKS:
-            raise typer.BadParameter(f"{option}: unknown task {t!r}; expected one of {', '.join(TASKS)}")
-    return tasks
 
 
 def _scripted(option: str, name: str | None, *, none: bool = False) -> None:
@@ -158,7 +142,7 @@ def data_sft(
     policy: str = typer.Option("rule_expert", help="scripted policy that plays the seat (rule_expert, oracle, ...)"),
     task: str = typer.Option("single_trade", "--task", "--tasks", help="comma-separated tasks"),
     split: str = typer.Option("train", help="train | holdout"),
-    seeds: int = typer.Option(100, min=1, max=MAX_COUNT, help="seeds seed_start..seed_start+N-1 of every task"),
+    seeds: int = typer.Option(100, min=1, max=MAX_SEEDS, help="seeds seed_start..seed_start+N-1 of every task"),
     seed_start: int = typer.Option(0, min=0, max=MAX_SEED, help="first seed"),
     mode: str = typer.Option("tools", help="tools (function calls) | json (one JSON object per answer)"),
     opponents: str | None = typer.Option(None, help="one policy for every other seat (default: the world's archetypes)"),
@@ -171,7 +155,7 @@ def data_sft(
     from .data import DataError, SFTDataSpec, build_sft_records, save_sft_data
 
     _finite("--min-return", min_return)
-    spec = SFTDataSpec(policy=policy, tasks=_tasks(task), split=split, seeds=tuple(range(seed_start, seed_start + seeds)),
+    spec = SFTDataSpec(policy=policy, tasks=task_list(task, "--task"), split=split, seeds=tuple(range(seed_start, seed_start + seeds)),
                        mode=mode, opponents=_opponents(opponents), min_return=min_return, top_fraction=top_fraction)
     try:
         spec.validate()
@@ -271,7 +255,7 @@ def train_grpo(
     preset: str = typer.Option("tiny", help="tiny | small | smollm2 (hyperparameters)"),
     task: str = typer.Option("single_trade", "--task", "--tasks", help="comma-separated tasks"),
     split: str = typer.Option("train", help="train | holdout (train on train)"),
-    seeds: int = typer.Option(200, min=1, max=MAX_COUNT, help="worlds seed_start..seed_start+N-1 per task"),
+    seeds: int = typer.Option(200, min=1, max=MAX_SEEDS, help="worlds seed_start..seed_start+N-1 per task"),
     seed_start: int = typer.Option(1000, min=0, max=MAX_SEED, help="first world seed"),
     env_url: str | None = typer.Option(None, help="play against a GPU Arena server (http://host:port) "
                                                   "instead of in-process"),
@@ -314,7 +298,7 @@ def train_grpo(
         total = max_steps or get_preset(preset).grpo.max_steps
         accel = _accel(use_vllm, vllm_mode, vllm_server_url, bf16, gradient_checkpointing)
         run = GRPORun(
-            output_dir=output, model=model, preset=preset, tasks=_tasks(task), split=split,
+            output_dir=output, model=model, preset=preset, tasks=task_list(task, "--task"), split=split,
             seeds=tuple(range(seed_start, seed_start + seeds)), env_url=env_url,
             opponents=_opponents(opponents, league=True),
             max_steps=max_steps, num_generations=generations, prompts_per_step=prompts_per_step,
@@ -349,7 +333,7 @@ def train_rft(
                                    help="first train world seed (each iteration takes fresh ones)"),
     max_steps: int | None = typer.Option(None, "--max-steps", "--iterations", min=1,
                                          help="iterations: sample, keep the better episodes, fine-tune"),
-    worlds: int | None = typer.Option(None, min=0, max=MAX_COUNT, help="fresh train worlds per iteration (0: teacher replay "
+    worlds: int | None = typer.Option(None, min=0, max=MAX_SEEDS, help="fresh train worlds per iteration (0: teacher replay "
                                                          "alone, the supervised control)"),
     samples: int | None = typer.Option(None, min=2, help="sampled episodes per world (the group)"),
     temperature: float | None = typer.Option(None, help="sampling temperature"),
@@ -363,7 +347,7 @@ def train_rft(
                                                   "greedy)"),
     prefer: str | None = typer.Option(None, help="lookahead ties: greedy | proposal"),
     train_on: str | None = typer.Option(None, help="episodes | corrections (the lookahead's changed turns)"),
-    replay: int | None = typer.Option(None, min=0, max=MAX_COUNT,
+    replay: int | None = typer.Option(None, min=0, max=MAX_SEEDS,
                                       help="fresh teacher episodes mixed into each iteration"),
     teacher: str | None = typer.Option(None, help="the replayed teacher policy"),
     constrained: bool | None = typer.Option(None, "--constrained/--free",
@@ -395,7 +379,7 @@ def train_rft(
     _scripted("--teacher", teacher)
     try:
         total = max_steps or get_preset(preset).rft.iterations
-        run = RFTRun(output_dir=output, model=model, preset=preset, tasks=_tasks(task), seed_start=seed_start,
+        run = RFTRun(output_dir=output, model=model, preset=preset, tasks=task_list(task, "--task"), seed_start=seed_start,
                      iterations=max_steps, worlds_per_iteration=worlds, samples_per_world=samples,
                      temperature=temperature, learning_rate=lr, lr_schedule=lr_schedule, epochs=epochs,
                      explore=explore, proposal=proposal, finisher=finisher, roll_in=roll_in, prefer=prefer,
@@ -430,8 +414,8 @@ def train_pipeline(
                                                                         "teacher replay alone, the control)"),
     constrained: bool | None = typer.Option(None, "--constrained/--free", help="decode under the seat's action "
                                             "grammar in RL rollouts and the evaluation (default: the preset's)"),
-    data_seeds: int | None = typer.Option(None, min=1, max=MAX_COUNT, help="teacher episodes (train seeds 0..N-1)"),
-    eval_seeds: int | None = typer.Option(None, min=1, max=MAX_COUNT, help="holdout seeds 0..N-1"),
+    data_seeds: int | None = typer.Option(None, min=1, max=MAX_SEEDS, help="teacher episodes (train seeds 0..N-1)"),
+    eval_seeds: int | None = typer.Option(None, min=1, max=MAX_SEEDS, help="holdout seeds 0..N-1"),
     eval_tasks: str | None = typer.Option(None, help="comma-separated holdout tasks (default: the task and the "
                                                      "preset's extra ones)"),
     workers: int = typer.Option(2, min=1, help="evaluation worker processes"),
@@ -453,7 +437,7 @@ def train_pipeline(
     run = PipelineRun(output=output, preset=preset, task=task, from_stage=from_stage, to_stage=to_stage,
                       rl_method=rl_method, model=model, data_seeds=data_seeds, sft_steps=max_steps,
                       rl_iterations=rl_steps, rl_worlds=rl_worlds, constrained=constrained, eval_seeds=eval_seeds,
-                      eval_tasks=_list(eval_tasks) if eval_tasks else None, workers=workers, seed=seed, db=db,
+                      eval_tasks=tuple(split_list(eval_tasks)) if eval_tasks else None, workers=workers, seed=seed, db=db,
                       lora=lora, accel=_accel(use_vllm, vllm_mode, vllm_server_url, bf16, gradient_checkpointing))
     try:
         # the run's own checks (stages, tasks, --rl, and the model the sft stage starts from) before the
