@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import typer
+from rich.markup import escape
 from rich.table import Table
 
 from .cli_options import MAX_SEEDS, split_list, task_list
@@ -57,8 +58,7 @@ def demo(
         others = ", ".join(f"{lid}:{r.code if not r.ok else 'ok'}" for lid, r in sorted(episode.last_results.items())
                            if lid != "lab_0")
         res = obs.last_action_result
-        kind = getattr(action, "action_type", None) or f"[{getattr(action, 'code', 'unreadable')}]"  # a refused answer
-        table.add_row(str(obs.round_index), str(kind), "ok" if res.ok else res.code,
+        table.add_row(str(obs.round_index), escape(_action_parts(action)[0]), "ok" if res.ok else res.code,
                       f"{obs.reward:+.4f}", f"{top} {br[top]:+.4f}", others)
 
     played = play_seat(env, driver, obs, on_step=row)
@@ -272,7 +272,8 @@ def replay(
                              for lid, a in sorted(rnd["actions"].items()))
             res = ", ".join(f"{lid}:{code}" for lid, (_ok, code) in sorted(rnd["results"].items()))
             rew = ", ".join(f"{lid}:{r:+.4f}" for lid, r in sorted(rnd["rewards"].items()))
-            table.add_row(str(rnd["round"]), ",".join(rnd["order"]), acts, res, rew)
+            # a transcript's strings are a seat's: never rich markup
+            table.add_row(str(rnd["round"]), escape(",".join(rnd["order"])), escape(acts), escape(res), rew)
         same = replay_episode(rec).transcript == rec["transcript"] if check else None
     except (KeyError, TypeError, ValueError, AttributeError) as e:
         raise typer.BadParameter(f"record {index} of {path} is not a readable replay: {e!r}") from None
@@ -367,21 +368,27 @@ def _seat_spec(value: str) -> str | list[str] | dict[str, str]:
     return items if len(items) > 1 else (items[0] if items else "archetypes")
 
 
-def _action_text(action: object) -> str:
+def _action_parts(action: object) -> tuple[str, dict[str, Any]]:
+    """An action's type and its other non-default fields, as the terminal shows them; a move the
+    engine refuses before its rules read it is ``[code]`` with no fields."""
     from .core.engine import action_record
     from .core.serialize import coerce_action
     from .core.types import RejectedAction
 
     if isinstance(action, RejectedAction):
-        return f"[{action.code}]"
+        return f"[{action.code}]", {}
     core = coerce_action(action)
     if isinstance(core, RejectedAction):
-        return f"[{core.code}]"
+        return f"[{core.code}]", {}
     record = action_record(core)
     if isinstance(record, RejectedAction):
-        return f"[{record.code}]"
-    args = {k: v for k, v in record.items() if k != "action_type"}
-    return core.action_type + (" " + json.dumps(args) if args else "")
+        return f"[{record.code}]", {}
+    return str(core.action_type), {k: v for k, v in record.items() if k != "action_type"}
+
+
+def _action_text(action: object) -> str:
+    kind, args = _action_parts(action)
+    return kind + (" " + json.dumps(args) if args else "")
 
 
 @app.command()
@@ -399,7 +406,6 @@ def play(
                                                 "llm:openai:<model>@<base_url> (turns judge mode on)"),
 ) -> None:
     """Play one episode in the terminal against any mix of seats (scripted, LLM or you)."""
-    from rich.markup import escape
     from rich.panel import Panel
     from rich.text import Text
 

@@ -526,3 +526,29 @@ def test_leaderboard_shows_the_league_and_a_pairings_matches(page: Any, base_url
     page.wait_for_selector("#replay-a-range")
     assert int(page.get_attribute("#replay-a-range", "max")) == len(record["transcript"])
     assert page.problems == []
+
+
+def test_a_store_row_changed_by_hand_is_named_on_the_page(browser: Any, tmp_path: Path) -> None:
+    import sqlite3
+
+    db = tmp_path / "arena.db"
+    run_id = store_eval_run(db, "holdout", keep_replays=True)
+    con = sqlite3.connect(db)
+    with con:
+        con.execute("UPDATE results SET row = 'not json {' WHERE run_id = ?", (run_id,))
+    con.close()
+    with running_server(settings_for(tmp_path)) as url:
+        context = browser.new_context(viewport={"width": 1280, "height": 900})
+        try:
+            p = watched(context.new_page(), TIMEOUT_MS)  # its 503s are expected: no assertion on p.problems
+            p.goto(url + "/")
+            p.wait_for_selector("#store-problems:not([hidden])")
+            note = p.locator("#store-problems").inner_text()
+            assert "cannot read" in note and "changed by hand" in note
+            assert p.locator("#glance-no-eval").is_visible()  # the section it names is the empty one
+        finally:
+            context.close()
+
+
+def test_a_readable_store_names_no_problem(page: Any) -> None:
+    assert page.locator("#store-problems").is_hidden()

@@ -4,6 +4,16 @@ import { $, clear, fmt, h, signed, table } from "./dom.js";
 import { ciText } from "./pipeline.js";
 
 export function renderGlance(ov) {
+  // rows of the store changed by hand leave their sections empty: say so, and which (GET /api/overview →
+  // store_problems), instead of letting an empty Latest evaluation pass for "no run yet"
+  const problems = ov.store_problems || [];
+  const note = clear($("#store-problems"));
+  note.hidden = problems.length === 0;
+  if (problems.length) {
+    note.append(h("strong", { text: "The store holds rows this server cannot read; their sections are empty. " }),
+      problems.join(" "));
+  }
+
   clear($("#glance-tasks")).append(table(["task", "labs", "rounds", "shocks"],
     ov.tasks.map((t) => [t.task, range(t.labs), range(t.rounds), range(t.shocks)])));
 
