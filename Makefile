@@ -27,7 +27,15 @@ NATIVE := $(VENV)/gpu-arena-native/manifest.json
 $(NATIVE): $(STAMP) src/gpu_arena/core/kernels.py src/gpu_arena/core/native.py src/gpu_arena/native_build.py
 	@$(PY) -m gpu_arena.native_build --quiet --out $(dir $(NATIVE)) || echo "(the core's kernels run from source)"
 
-install: $(STAMP) $(NATIVE)
+# the Rust engine (native/, decision 0026) built with cargo into the same folder, offline: its crates
+# come from Debian's packages; without cargo or them the Python core runs, with the same results
+RUST := $(VENV)/gpu-arena-native/rust.json
+PYO3_CRATE := /usr/share/cargo/registry/pyo3-0.17.3
+$(RUST): $(STAMP) native/Cargo.toml native/Cargo.lock $(wildcard native/src/*.rs) src/gpu_arena/rust_build.py src/gpu_arena/core/native.py
+	@test -d $(PYO3_CRATE) || { $(SUDO) apt-get update -qq && $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends librust-pyo3-dev librust-indexmap-dev >/dev/null; } || echo "(no Debian crates for the Rust engine)"
+	@$(PY) -m gpu_arena.rust_build --quiet || echo "(the Rust engine is not built; the Python core runs)"
+
+install: $(STAMP) $(NATIVE) $(RUST)
 
 chromium:
 ifeq ($(CHROMIUM),)

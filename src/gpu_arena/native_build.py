@@ -74,11 +74,11 @@ def build(out: Path, *, quiet: bool = False) -> dict[str, Any]:
                          if rel.parent == shim.parent and rel.name.startswith(parts[-1] + "__mypyc")}
             if shim not in built:
                 raise RuntimeError(f"mypyc built no {shim} (found: {', '.join(map(str, built)) or 'nothing'})")
-            placed = {module: _place(built[rel].read_bytes(), out / f"{module}-{digests[name][:16]}{suffix}")
+            placed = {module: place(built[rel].read_bytes(), out / f"{module}-{digests[name][:16]}{suffix}")
                       for module, rel in [(name, shim), *libraries.items()]}
             modules[name] = {"sha256": digests[name], "file": placed.pop(name), "libraries": placed}
     manifest: dict[str, Any] = {"abi": interpreter_tag(), "modules": modules}
-    _place((json.dumps(manifest, indent=1) + "\n").encode(), out / MANIFEST)
+    place((json.dumps(manifest, indent=1) + "\n").encode(), out / MANIFEST)
     kept = {f for m in modules.values() for f in [m["file"], *m["libraries"].values()]}
     for stale in out.iterdir():
         # only this builder's own files: older builds (gpu_arena.<module>-<digest>.<suffix>) and
@@ -90,7 +90,7 @@ def build(out: Path, *, quiet: bool = False) -> dict[str, Any]:
     return manifest
 
 
-def _place(data: bytes, path: Path) -> str:
+def place(data: bytes, path: Path) -> str:
     """Write ``data`` to ``path`` as a new file moved into place whole; returns its name."""
     partial = path.with_name(f".{path.name}.{os.getpid()}.partial")
     partial.write_bytes(data)

@@ -27,6 +27,7 @@ from types import ModuleType
 # the modules the build compiles: small, typed, and free of the project's classes (see kernels.py)
 COMPILED: tuple[str, ...] = ("gpu_arena.core.kernels",)
 MANIFEST = "manifest.json"
+RUST_MANIFEST = "rust.json"  # the Rust engine's build (gpu_arena.rust_build, decision 0026)
 # why each module runs as it does, by name: "compiled", or the reason it runs from source
 _STATUS: dict[str, str] = {}
 
@@ -119,3 +120,54 @@ def load_compiled() -> None:
 def status() -> dict[str, str]:
     """Each compiled-capable module loaded so far: "compiled", or "source: <why>"."""
     return dict(_STATUS)
+
+
+def crate_dir() -> Path | None:
+    """The Rust engine's crate (``native/`` of a source checkout), if this is one."""
+    crate = Path(__file__).resolve().parents[3] / "native"
+    return crate if (crate / "Cargo.toml").is_file() else None
+
+
+def crate_digest(crate: Path) -> str:
+    """The SHA-256 of the crate's sources (its manifests, lock file and ``src/**/*.rs``), in
+    path order: what a build of it is tied to."""
+    h = hashlib.sha256()
+    files = [crate / "Cargo.toml", crate / "Cargo.lock", crate / ".cargo" / "config.toml",
+             *sorted((crate / "src").rglob("*.rs"))]
+    for path in files:
+        if path.is_file():
+            h.update(path.relative_to(crate).as_posix().encode() + b"\0" + path.read_bytes() + b"\0")
+    return h.hexdigest()
+
+
+_RUST: list[ModuleType | str] = []
+
+
+def rust() -> ModuleType | str:
+    """The Rust engine's module where ``make install`` built it from the crate as it is now, else
+    why not (it is then not used: the Python core runs). Loaded once per process;
+    ``GPU_ARENA_NATIVE=0`` turns it off with the kernels."""
+    if not _RUST:
+        try:
+            _RUST.append(_rust())
+        except Exception as exc:  # a corrupt extension, a manifest of the wrong shape
+            _RUST.append(f"the build did not load ({type(exc).__name__}: {exc})")
+        module = _RUST[0]
+        _STATUS["gpu_arena_rs"] = "compiled" if isinstance(module, ModuleType) else f"source: {module}"
+    return _RUST[0]
+
+
+def _rust() -> ModuleType | str:
+    if os.environ.get("GPU_ARENA_NATIVE", "1") == "0":
+        return "GPU_ARENA_NATIVE=0"
+    where = native_dir()
+    try:
+        manifest = json.loads((where / RUST_MANIFEST).read_text())
+    except (OSError, ValueError):
+        return "not built (make install builds it)"
+    if not isinstance(manifest, dict) or manifest.get("abi") != interpreter_tag():
+        return "not built for this interpreter (make install builds it)"
+    crate = crate_dir()
+    if crate is not None and manifest.get("sha256") != crate_digest(crate):
+        return "its crate changed since the build (make install builds it again)"
+    return _load_extension("gpu_arena_rs", where / str(manifest["file"]))
