@@ -9,7 +9,12 @@ use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyTuple};
 
 use crate::convert::{read_action, read_world, world_state};
-use crate::engine::{Episode, Move, Record, RoundEntry, LEDGER_COLUMNS};
+use crate::engine::{Episode, Move, Record, RoundEntry, RoundReport, LEDGER_COLUMNS};
+use crate::observe::{observe_with, WorldIndex};
+use crate::policies::archetypes::make_negotiator;
+use crate::policies::negotiator::Negotiator;
+use crate::policies::{negotiator_state, seeded};
+use crate::views::{PyViewCache, ResultView};
 
 fn record_dict<'p>(py: Python<'p>, record: &Record) -> PyResult<&'p PyDict> {
     let d = PyDict::new(py);
@@ -67,10 +72,25 @@ fn read_move(value: &PyAny) -> PyResult<Option<Move>> {
     Ok(Some(Move::Rejected { code: "malformed_action".into(), message: format!("cannot read an action from {kind}") }))
 }
 
-/// `gpu_arena_rs.Episode(world, controlled)`: the Python core's `Episode` in Rust (no model judge).
+/// `gpu_arena_rs.Episode(world, controlled)`: the Python core's `Episode` in Rust (no model judge),
+/// with the seats its archetypes play (`add_opponent`) deciding in Rust too.
 #[pyclass(name = "Episode", unsendable)]
 pub struct PyEpisode {
     inner: Episode,
+    opponents: Vec<(String, Negotiator)>,
+    views: PyViewCache,
+}
+
+fn report_py(py: Python, report: &RoundReport) -> PyResult<PyObject> {
+    let results = PyDict::new(py);
+    for (lid, r) in &report.results {
+        results.set_item(lid, PyTuple::new(py, [r.ok.to_object(py), r.code.to_object(py), r.message.to_object(py)]))?;
+    }
+    let rewards = PyDict::new(py);
+    for (lid, row) in &report.rewards {
+        rewards.set_item(lid, row_dict(py, row)?)?;
+    }
+    Ok((report.round_index, report.order.clone(), results, rewards, report.done).into_py(py))
 }
 
 #[pymethods]
@@ -78,7 +98,87 @@ impl PyEpisode {
     #[new]
     fn new(world: &PyAny, controlled: Vec<String>) -> PyResult<Self> {
         let world = read_world(world)?;
-        Episode::new(world, controlled).map(|inner| PyEpisode { inner }).map_err(PyValueError::new_err)
+        Episode::new(world, controlled)
+            .map(|inner| PyEpisode { inner, opponents: Vec::new(), views: PyViewCache::new() })
+            .map_err(PyValueError::new_err)
+    }
+
+    /// Seat `lab_id` is played by the archetype `archetype` (as `make_policy(archetype, seed=seed,
+    /// **params)`), deciding in Rust on its own view each `step_seat`.
+    fn add_opponent(&mut self, lab_id: String, archetype: &str, seed: &PyAny, params: &PyDict) -> PyResult<()> {
+        if !self.inner.world.labs.contains_key(&lab_id) {
+            return Err(PyValueError::new_err(format!("unknown seat {lab_id:?}")));
+        }
+        let mut values: IndexMap<String, f64> = IndexMap::new();
+        for (k, v) in params.iter() {
+            values.insert(k.extract()?, v.extract()?);
+        }
+        let policy = make_negotiator(archetype, seeded(seed)?, &values)
+            .ok_or_else(|| PyValueError::new_err(format!("no archetype {archetype:?} in Rust")))?;
+        self.opponents.push((lab_id, policy));
+        Ok(())
+    }
+
+    /// One round: `seat` plays `move` (a core `Action`, `RejectedAction` or None), every seat
+    /// added with `add_opponent` plays its archetype's move on its own view (`policy_move`).
+    fn step_seat(&mut self, py: Python, seat: String, r#move: &PyAny) -> PyResult<PyObject> {
+        let mut moves: IndexMap<String, Move> = IndexMap::new();
+        if let Some(m) = read_move(r#move)? {
+            moves.insert(seat, m);
+        }
+        let world = &self.inner.world;
+        let index = WorldIndex::new(world);
+        for (lid, policy) in self.opponents.iter_mut() {
+            let view = observe_with(world, &index, lid, None, 0.0, None, true, Some(self.inner.frontiers.clone()));
+            let chosen = match policy.act(&view) {
+                Ok(a) => Move::Act(a),
+                Err(e) => Move::Rejected { code: "policy_error".into(), message: e.to_string() },
+            };
+            moves.insert(lid.clone(), chosen);
+        }
+        let report = self.inner.step(&moves).map_err(PyRuntimeError::new_err)?;
+        report_py(py, &report)
+    }
+
+    /// Each opponent's parameters and kept state (`gpu_arena_rs.Negotiator.state`), by seat.
+    fn opponent_states(&self, py: Python) -> PyResult<PyObject> {
+        let d = PyDict::new(py);
+        for (lid, policy) in &self.opponents {
+            d.set_item(lid, negotiator_state(py, policy)?)?;
+        }
+        Ok(d.into())
+    }
+
+    /// `(ok, code, message)` of each lab's last move, and its last reward row.
+    fn last(&self, py: Python) -> PyResult<PyObject> {
+        let results = PyDict::new(py);
+        for (lid, r) in &self.inner.last_results {
+            results.set_item(lid, PyTuple::new(py, [r.ok.to_object(py), r.code.to_object(py), r.message.to_object(py)]))?;
+        }
+        let rewards = PyDict::new(py);
+        for (lid, row) in &self.inner.last_rewards {
+            rewards.set_item(lid, row_dict(py, row)?)?;
+        }
+        Ok((results, rewards).into_py(py))
+    }
+
+    /// `Episode.observe(lab_id, aids=aids)`: the seat's view (with every aid priced), as the
+    /// Python core's `SeatView`, its last result and reward row included.
+    fn observe(&mut self, py: Python, lab_id: &str, aids: bool) -> PyResult<PyObject> {
+        let ep = &self.inner;
+        if !ep.world.labs.contains_key(lab_id) {
+            return Err(pyo3::exceptions::PyKeyError::new_err(lab_id.to_string()));
+        }
+        let last = ep.last_results.get(lab_id).map(|r| ResultView { ok: r.ok, code: r.code.clone(), message: r.message.clone() });
+        let row = ep.last_rewards.get(lab_id);
+        let breakdown: Option<IndexMap<String, f64>> = row.map(|row| {
+            LEDGER_COLUMNS.iter().map(|c| c.to_string()).zip(row.iter().copied())
+                .chain(std::iter::once(("normalized_reward".to_string(), row[10]))).collect()
+        });
+        let index = WorldIndex::new(&ep.world);
+        let view = observe_with(&ep.world, &index, lab_id, last.as_ref(), row.map_or(0.0, |r| r[10]),
+                                breakdown.as_ref(), aids, Some(ep.frontiers.clone()));
+        self.views.seat_to_py(py, &view)
     }
 
     #[getter]
@@ -95,15 +195,7 @@ impl PyEpisode {
             }
         }
         let report = self.inner.step(&read).map_err(PyRuntimeError::new_err)?;
-        let results = PyDict::new(py);
-        for (lid, r) in &report.results {
-            results.set_item(lid, PyTuple::new(py, [r.ok.to_object(py), r.code.to_object(py), r.message.to_object(py)]))?;
-        }
-        let rewards = PyDict::new(py);
-        for (lid, row) in &report.rewards {
-            rewards.set_item(lid, row_dict(py, row)?)?;
-        }
-        Ok((report.round_index, report.order, results, rewards, report.done).into_py(py))
+        report_py(py, &report)
     }
 
     /// The transcript from round `start` on, as the Python episode's (`Episode.transcript`).

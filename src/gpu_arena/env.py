@@ -7,6 +7,7 @@ round in the core engine, and returns the controlled seat's new observation.
 
 from __future__ import annotations
 
+import os
 import secrets
 import uuid
 from collections.abc import Mapping, Sequence
@@ -18,13 +19,18 @@ from .core.judge import PitchJudge
 from .core.policy import Policy, policy_move
 from .core.rules import JUDGE_MODES
 from .core.serialize import world_to_dict
-from .core.types import REWARD_COLUMNS, SPLITS, TASKS, Action, RejectedAction
+from .core.types import REWARD_COLUMNS, SPLITS, TASKS, Action, RejectedAction, World
 from .core.views import ResultView, render_text
+from .core.worldgen import generate_world
 from .models import ArenaAction, ArenaObservation, ArenaState, observation_from_view, read_action
+from .native_episode import NativeEpisode, native_engine
 from .policies import SEAT_DEFAULT, make_seat_policy
 
 RULE_JUDGE = "rule"
 DEFAULT_OPPONENT = SEAT_DEFAULT  # each opponent seat plays the archetype its world assigned
+ENGINES = ("auto", "python", "rust")
+ENGINE_VARIABLE = "GPU_ARENA_ENGINE"
+DEFAULT_ENGINE = "python"
 
 
 def check_world_args(task: Any, split: Any, judge_mode: Any) -> None:
@@ -78,19 +84,28 @@ class GpuArenaEnv(Environment[ArenaAction, ArenaObservation, ArenaState]):
             (see ``gpu_arena.llm.judge``), or any ``PitchJudge`` object. Its effect is bounded and
             a failing judge falls back to the rule judge (``gpu_arena.core.judge``). A judge name
             is resolved once per environment, so its ``ledger`` spans episodes (``self.judge``).
+        engine: who plays an episode whose other seats all play their world's archetypes and
+            which has no model judge: ``python`` (the core), ``rust`` (the Rust engine of decision
+            0026: the same results, faster; an error where it cannot run) or ``auto`` (Rust where
+            it can, else Python). Default ``$GPU_ARENA_ENGINE``, else ``python``. Other episodes,
+            and any round whose move Rust cannot hold, are played by the Python core.
     """
 
     SUPPORTS_CONCURRENT_SESSIONS = True
 
     def __init__(self, task: str = "single_trade", split: str = "train", seat: str = "lab_0",
                  opponents: str | Sequence[str] | Mapping[str, Any] | None = None,
-                 judge_mode: str = "none", judge: str | PitchJudge | None = None) -> None:
+                 judge_mode: str = "none", judge: str | PitchJudge | None = None, engine: str | None = None) -> None:
         super().__init__()
+        engine = engine if engine is not None else os.environ.get(ENGINE_VARIABLE) or DEFAULT_ENGINE
+        if engine not in ENGINES:
+            raise ValueError(f"unknown engine {engine!r}; expected one of {', '.join(ENGINES)}")
+        self.engine = engine
         self._defaults: dict[str, Any] = {"task": task, "split": split, "seat": seat, "opponents": opponents,
                                           "judge_mode": judge_mode, "judge": judge}
         self._judges: dict[str, PitchJudge] = {}  # judge names resolved so far (their ledgers accumulate)
         self.judge: PitchJudge | None = None  # the model judge of the current episode, if any
-        self._episode: Episode | None = None
+        self._episode: Episode | NativeEpisode | None = None
         self._policies: dict[str, Policy] = {}
         self._seat = seat
         self._episode_id: str | None = None
@@ -118,12 +133,16 @@ class GpuArenaEnv(Environment[ArenaAction, ArenaObservation, ArenaState]):
             raise ValueError(f"seat must be a lab id such as 'lab_0', got {seat!r}")
         if episode_id is not None and not isinstance(episode_id, str):
             raise ValueError(f"episode_id must be a string, got {episode_id!r}")
-        episode = Episode.new(task, split, seed, controlled=(), judge_mode=judge_mode, judge=judge)
-        if seat not in episode.world.labs:
-            raise ValueError(f"unknown seat {seat!r}; {task} seed {seed} has {', '.join(episode.world.labs)}")
-        episode.controlled = (seat,)
-        self._policies = self._build_opponents(episode, seat, args["opponents"])
-        self._episode, self._seat, self._seed = episode, seat, seed
+        world = generate_world(task, split, seed, judge_mode)
+        if seat not in world.labs:
+            raise ValueError(f"unknown seat {seat!r}; {task} seed {seed} has {', '.join(world.labs)}")
+        self._policies = self._build_opponents(world, seat, args["opponents"])
+        rs = self._native_engine(judge, args["opponents"])
+        if rs is not None:
+            self._episode, self._policies = NativeEpisode(world, seat, rs), {}
+        else:
+            self._episode = Episode(world, (seat,), judge=judge)
+        self._seat, self._seed = seat, seed
         self.judge = judge
         self._episode_id = episode_id or str(uuid.uuid4())
         self._step_count = 0
@@ -136,7 +155,15 @@ class GpuArenaEnv(Environment[ArenaAction, ArenaObservation, ArenaState]):
             return _error_observation("not_reset", "call reset() before step()", done=True)
         if episode.done:
             return _error_observation("episode_done", "the episode is over; call reset() for a new one", done=True)
-        actions: dict[str, Action | RejectedAction | None] = {self._seat: read_action(action)}
+        move = read_action(action)
+        if isinstance(episode, NativeEpisode):
+            try:
+                episode.step_seat(self._seat, move)
+                self._step_count += 1
+                return self._observe()
+            except ValueError:  # a move Rust cannot hold: this round, and the rest, in Python
+                episode = self._to_python(episode)
+        actions: dict[str, Action | RejectedAction | None] = {self._seat: move}
         for lid, policy in self._policies.items():
             actions[lid] = self._policy_action(episode, lid, policy)
         episode.step(actions)
@@ -169,13 +196,16 @@ class GpuArenaEnv(Environment[ArenaAction, ArenaObservation, ArenaState]):
         return self._seat
 
     @property
-    def episode(self) -> Episode | None:
-        """The core episode (for harnesses and tests)."""
+    def episode(self) -> Episode | NativeEpisode | None:
+        """The core episode (for harnesses and tests), or its interface over the Rust engine."""
         return self._episode
 
     @property
     def policies(self) -> dict[str, Policy]:
-        """The policies playing the other seats this episode, by seat (a new dict; the same objects)."""
+        """The policies playing the other seats this episode, by seat (a new dict; the same objects;
+        where Rust plays them, Python twins in the state they have now)."""
+        if isinstance(self._episode, NativeEpisode):
+            return self._episode.opponent_policies()
         return dict(self._policies)
 
     def snapshot(self) -> dict[str, Any]:
@@ -183,12 +213,12 @@ class GpuArenaEnv(Environment[ArenaAction, ArenaObservation, ArenaState]):
             raise RuntimeError("nothing to snapshot before reset()")
         return {"episode": self._episode.snapshot(), "seat": self._seat, "seed": self._seed,
                 "step_count": self._step_count, "episode_id": self._episode_id,
-                "policies": _copy_policies(self._policies), "judge": self.judge}
+                "policies": _copy_policies(self.policies), "judge": self.judge}
 
     def restore(self, snap: Mapping[str, Any]) -> ArenaObservation:
         ep_snap: EpisodeSnapshot = snap["episode"]
         judge = snap.get("judge")  # shared, not copied: it may hold a connection
-        if self._episode is None:
+        if not isinstance(self._episode, Episode):  # a restored episode is played by the Python core
             self._episode = Episode.from_snapshot(ep_snap, (snap["seat"],), judge=judge)
         else:
             self._episode.restore(ep_snap)
@@ -228,7 +258,31 @@ class GpuArenaEnv(Environment[ArenaAction, ArenaObservation, ArenaState]):
             "episode_id": self._episode_id, "seed": self._seed, "task": view.task, "split": view.split,
             "step": self._step_count})
 
-    def _policy_action(self, episode: Episode, lid: str, policy: Policy) -> Action | RejectedAction:
+    def _native_engine(self, judge: PitchJudge | None, opponents: Any) -> Any:
+        """The Rust engine where this environment plays the episode there (see ``engine``)."""
+        if self.engine == "python":
+            return None
+        why = None
+        if judge is not None:
+            why = "a model judge is scored in Python"
+        elif not all(name == DEFAULT_OPPONENT for name in _opponent_names(opponents)):
+            why = "only the world's archetypes play in Rust"
+        rs = native_engine()
+        if why is None and isinstance(rs, str):
+            why = rs
+        if why is None:
+            return rs
+        if self.engine == "rust":
+            raise ValueError(f"engine='rust' cannot play this episode: {why}")
+        return None
+
+    def _to_python(self, episode: NativeEpisode) -> Episode:
+        """Hand ``episode`` to the Python core where it stands, the archetypes' state included."""
+        self._policies = episode.opponent_policies()
+        self._episode = python = episode.python_episode()
+        return python
+
+    def _policy_action(self, episode: Episode | NativeEpisode, lid: str, policy: Policy) -> Action | RejectedAction:
         return policy_move(policy, episode, lid)
 
     def _resolve_judge(self, spec: Any) -> PitchJudge | None:
@@ -246,8 +300,8 @@ class GpuArenaEnv(Environment[ArenaAction, ArenaObservation, ArenaState]):
             return spec
         raise ValueError("judge must be 'rule', an LLM judge name (llm:openai:<model>@<base_url>) or a PitchJudge")
 
-    def _build_opponents(self, episode: Episode, seat: str, spec: Any) -> dict[str, Policy]:
-        others = [lid for lid in episode.world.labs if lid != seat]
+    def _build_opponents(self, world: World, seat: str, spec: Any) -> dict[str, Policy]:
+        others = [lid for lid in world.labs if lid != seat]
         if spec is None or isinstance(spec, str):
             chosen: dict[str, Any] = dict.fromkeys(others, spec or DEFAULT_OPPONENT)
         elif isinstance(spec, Mapping):
@@ -264,12 +318,21 @@ class GpuArenaEnv(Environment[ArenaAction, ArenaObservation, ArenaState]):
         out: dict[str, Policy] = {}
         for lid, p in chosen.items():
             if isinstance(p, str):
-                out[lid] = make_seat_policy(episode.world, lid, p)
+                out[lid] = make_seat_policy(world, lid, p)
             elif hasattr(p, "act"):
                 out[lid] = p
             else:
                 raise ValueError(f"opponent for {lid} must be a policy name or an object with act()")
         return out
+
+
+def _opponent_names(spec: Any) -> list[Any]:
+    """The policies an ``opponents`` argument names (objects as they are)."""
+    if spec is None or isinstance(spec, str):
+        return [spec or DEFAULT_OPPONENT]
+    if isinstance(spec, Mapping):
+        return list(spec.values())
+    return list(spec)
 
 
 def _copy_policies(policies: Mapping[str, Policy]) -> dict[str, Policy]:

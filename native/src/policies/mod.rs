@@ -238,35 +238,39 @@ impl PyNegotiator {
         self.inner.archetype.name()
     }
 
-    /// The policy's parameters and the state it keeps, in the Python attributes' shapes
-    /// (`grudges`, `asked`: dicts with sorted keys; `refusers`: a sorted list; `rng`: `getstate()`).
+    /// The policy's parameters and the state it keeps (see [`negotiator_state`]).
     fn state(&self, py: Python) -> PyResult<PyObject> {
-        let n = &self.inner;
-        let d = PyDict::new(py);
-        for (k, v) in [
-            ("acceptance_margin", n.acceptance_margin), ("deadline_sensitivity", n.deadline_sensitivity),
-            ("honesty", n.honesty), ("coalition_trust", n.coalition_trust),
-            ("retaliation_memory", n.retaliation_memory), ("risk", n.risk), ("min_pool_gain", n.min_pool_gain),
-        ] {
-            d.set_item(k, v)?;
-        }
-        let sorted_map = |m: &std::collections::HashMap<String, i64>| -> PyResult<PyObject> {
-            let mut pairs: Vec<_> = m.iter().collect();
-            pairs.sort();
-            let out = PyDict::new(py);
-            for (k, v) in pairs {
-                out.set_item(k, v)?;
-            }
-            Ok(out.into())
-        };
-        d.set_item("grudges", sorted_map(&n.grudges)?)?;
-        d.set_item("asked", sorted_map(&n.asked)?)?;
-        let mut refusers: Vec<&String> = n.refusers.iter().collect();
-        refusers.sort();
-        d.set_item("refusers", PyList::new(py, refusers))?;
-        d.set_item("rng", n.rng.to_py_state(py)?)?;
-        Ok(d.into())
+        negotiator_state(py, &self.inner)
     }
+}
+
+/// A negotiator's parameters and the state it keeps, in the Python attributes' shapes
+/// (`grudges`, `asked`: dicts with sorted keys; `refusers`: a sorted list; `rng`: `getstate()`).
+pub fn negotiator_state(py: Python, n: &Negotiator) -> PyResult<PyObject> {
+    let d = PyDict::new(py);
+    for (k, v) in [
+        ("acceptance_margin", n.acceptance_margin), ("deadline_sensitivity", n.deadline_sensitivity),
+        ("honesty", n.honesty), ("coalition_trust", n.coalition_trust),
+        ("retaliation_memory", n.retaliation_memory), ("risk", n.risk), ("min_pool_gain", n.min_pool_gain),
+    ] {
+        d.set_item(k, v)?;
+    }
+    let sorted_map = |m: &std::collections::HashMap<String, i64>| -> PyResult<PyObject> {
+        let mut pairs: Vec<_> = m.iter().collect();
+        pairs.sort();
+        let out = PyDict::new(py);
+        for (k, v) in pairs {
+            out.set_item(k, v)?;
+        }
+        Ok(out.into())
+    };
+    d.set_item("grudges", sorted_map(&n.grudges)?)?;
+    d.set_item("asked", sorted_map(&n.asked)?)?;
+    let mut refusers: Vec<&String> = n.refusers.iter().collect();
+    refusers.sort();
+    d.set_item("refusers", PyList::new(py, refusers))?;
+    d.set_item("rng", n.rng.to_py_state(py)?)?;
+    Ok(d.into())
 }
 
 /// Test hook: `OwnPlanner(view, pooled=pooled)` on a Python view, asked for `plan(extra,

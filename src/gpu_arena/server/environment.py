@@ -22,6 +22,7 @@ from ..core.types import MAX_SEED, SPLITS, TASKS, Action, RejectedAction
 from ..core.views import ResultView
 from ..env import GpuArenaEnv
 from ..models import ArenaObservation, ArenaState
+from ..native_episode import NativeEpisode
 from ..policies import policy_names
 from .errors import InvalidResetArguments, ReplayMismatch, SessionExpiredError, UnknownSplit
 from .recorder import EpisodeRecorder
@@ -255,6 +256,8 @@ class ServedArenaEnv(GpuArenaEnv):
                        opponents=record.get("opponents") or None)
             episode = self.episode
             assert episode is not None
+            if isinstance(episode, NativeEpisode):  # a replay steps every seat's recorded move, in Python
+                episode = self._to_python(episode)
             live_judge = getattr(episode, "judge", None)
             # None: the rule judge decided alone in those rounds, whatever judge this server has now
             episode.judge = recorded_judge(transcript)

@@ -1,0 +1,268 @@
+"""The core ``Episode``'s interface over the Rust engine (decision 0026).
+
+A :class:`NativeEpisode` plays a world in ``gpu_arena_rs`` with one seat driven from outside and
+every other seat played, in Rust too, by the archetype its world assigned: the environment's
+default. It answers what callers of :class:`~gpu_arena.core.engine.Episode` read (``done``,
+``observe``, ``transcript``, ``last_results``, ``last_rewards``, ``phi``, ``returns``, ``world``,
+``metrics``, ``snapshot``) with the same values, bit for bit (``tests/native/``). Its ``world`` is
+a copy made when read: changing it changes nothing. What Rust does not do (a move it cannot hold,
+a model judge, a restored snapshot) :meth:`python_episode` hands to the Python core, mid-episode,
+with the archetypes' own state carried over (:meth:`opponent_policies`).
+
+:func:`native_engine` says whether the Rust engine may run here: built for the crate as it is
+(:func:`gpu_arena.core.native.rust`) and ported from the Python core as it is (every module it
+mirrors, :data:`MIRRORED`, has the digest recorded in ``native/mirrors.json``).
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+import random
+from collections.abc import Mapping
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+from .core import native
+from .core.engine import Episode, EpisodeSnapshot, RoundReport
+from .core.types import (
+    Action,
+    ActionResult,
+    Auction,
+    Block,
+    Coalition,
+    Event,
+    Job,
+    Lab,
+    Message,
+    Offer,
+    Pitch,
+    RejectedAction,
+    ScheduledShock,
+    World,
+)
+from .core.views import SeatView
+from .core.worldgen import world_seed
+from .policies import SEAT_DEFAULT, make_seat_policy
+
+# the Python modules the crate mirrors (paths under src/gpu_arena): an edit to any of them turns the
+# Rust engine off until the port is brought level and native/mirrors.json records the new digests
+MIRRORED: tuple[str, ...] = (
+    "core/types.py", "core/kernels.py", "core/allocation.py", "core/valuation.py", "core/engine.py",
+    "core/observe.py", "core/views.py", "core/shocks.py", "core/judge.py", "core/serialize.py",
+    "core/rules/auctions.py", "core/rules/checks.py", "core/rules/clock.py", "core/rules/coalitions.py",
+    "core/rules/dispatch.py", "core/rules/holdings.py", "core/rules/limits.py", "core/rules/offers.py",
+    "core/rules/outcome.py", "policies/negotiator.py", "policies/archetypes.py", "policies/planning.py",
+)
+MIRRORS_FILE = "mirrors.json"
+_PACKAGE = Path(__file__).resolve().parent
+
+
+def mirror_digests() -> dict[str, str]:
+    """The SHA-256 of each module of :data:`MIRRORED` as it is on disk."""
+    return {name: hashlib.sha256((_PACKAGE / name).read_bytes()).hexdigest() for name in MIRRORED}
+
+
+_ENGINE: list[ModuleType | str] = []
+
+
+def native_engine() -> ModuleType | str:
+    """``gpu_arena_rs`` where it may play episodes here, else why not (checked once per process)."""
+    if not _ENGINE:
+        _ENGINE.append(_native_engine())
+    return _ENGINE[0]
+
+
+def _native_engine() -> ModuleType | str:
+    module = native.rust()
+    if isinstance(module, str):
+        return module
+    crate = native.crate_dir()
+    if crate is None:
+        return "no crate beside this installation (native/ of a source checkout)"
+    try:
+        recorded = json.loads((crate / MIRRORS_FILE).read_text())
+    except (OSError, ValueError):
+        return f"the crate records no {MIRRORS_FILE}"
+    stale = [name for name, digest in mirror_digests().items() if recorded.get(name) != digest]
+    if stale:
+        return f"the Python core changed since the port: {', '.join(stale)}"
+    return module
+
+
+def _archetype_seed(world: World, lab_id: str) -> int:
+    """The seed :func:`~gpu_arena.policies.make_seat_policy` gives a seat's policy."""
+    return world_seed(f"policy:{lab_id}", world.split, world.seed)
+
+
+class NativeEpisode:
+    """An episode of ``world`` in the Rust engine: ``seat`` is driven by :meth:`step_seat`, every
+    other lab plays its world's archetype in Rust. See the module's docstring for the contract."""
+
+    judge = None
+    strict = False
+
+    def __init__(self, world: World, seat: str, rs: ModuleType) -> None:
+        self.controlled: tuple[str, ...] = (seat,)
+        self._params = world.params  # the task's ranges: read, never changed, not kept in Rust
+        self._native = rs.Episode(world, [seat])
+        for lid, lab in world.labs.items():
+            if lid != seat:
+                self._native.add_opponent(lid, lab.archetype, _archetype_seed(world, lid), dict(lab.params))
+        self._step = 0  # rounds played: keys the copies below
+        self._copies: dict[str, tuple[int, Any]] = {}
+        self._views: dict[tuple[str, bool], tuple[int, SeatView]] = {}
+        self._transcript: list[dict[str, Any]] = []
+
+    # ------------------------------------------------------------------ stepping
+
+    @property
+    def done(self) -> bool:
+        return bool(self._native.done)
+
+    def step_seat(self, seat: str, action: Action | RejectedAction | None) -> RoundReport:
+        """One round: ``seat`` plays ``action``, the archetypes theirs. ``ValueError`` (and nothing
+        changed) where Rust cannot hold the action: play that round in :meth:`python_episode`."""
+        if seat not in self.controlled:
+            raise ValueError(f"{seat} is not this episode's driven seat")
+        return self._report(self._native.step_seat(seat, action))
+
+    def step(self, actions: Mapping[str, Action | RejectedAction | None]) -> RoundReport:
+        """``Episode.step``: every seat's move given (the archetypes are not asked)."""
+        return self._report(self._native.step(dict(actions)))
+
+    def _report(self, raw: tuple[Any, ...]) -> RoundReport:
+        round_index, order, results, rewards, done = raw
+        self._step += 1
+        return RoundReport(round_index, order, {lid: ActionResult(*r) for lid, r in results.items()}, rewards, done)
+
+    # ------------------------------------------------------------------ what callers read
+
+    def observe(self, lab_id: str, *, aids: bool = True, lazy: bool = False) -> SeatView:
+        """``lab_id``'s view now, every aid priced (a lazy view prices the same values on read).
+        One view per seat and state, shared by every reader."""
+        hit = self._views.get((lab_id, aids))
+        if hit is not None and hit[0] == self._step:
+            return hit[1]
+        view: SeatView = self._native.observe(lab_id, aids)
+        self._views[(lab_id, aids)] = (self._step, view)
+        return view
+
+    def _copy(self, name: str, make: Any) -> Any:
+        hit = self._copies.get(name)
+        if hit is None or hit[0] != self._step:
+            hit = self._copies[name] = (self._step, make())
+        return hit[1]
+
+    @property
+    def transcript(self) -> list[dict[str, Any]]:
+        if len(self._transcript) < self._step:
+            self._transcript.extend(self._native.transcript(len(self._transcript)))
+        return self._transcript
+
+    @property
+    def last_results(self) -> dict[str, ActionResult]:
+        return self._copy("results", lambda: {lid: ActionResult(*r) for lid, r in self._native.last()[0].items()})
+
+    @property
+    def last_rewards(self) -> dict[str, dict[str, float]]:
+        return self._copy("rewards", lambda: self._native.last()[1])
+
+    def _ledger(self) -> tuple[dict[str, tuple[float, float]], dict[str, float], dict[str, float]]:
+        return self._copy("ledger", self._native.ledger)
+
+    @property
+    def phi(self) -> dict[str, tuple[float, float]]:
+        return self._ledger()[0]
+
+    @property
+    def returns(self) -> dict[str, float]:
+        return self._ledger()[1]
+
+    @property
+    def penalties(self) -> dict[str, float]:
+        return self._ledger()[2]
+
+    @property
+    def world(self) -> World:
+        """The world now, as a Python ``World`` (a copy: changing it changes nothing here)."""
+        return self._copy("world", lambda: world_from_state(self._native.world_state(), self._params))
+
+    def potential(self, lab_id: str) -> float:
+        v, m = self.phi[lab_id]
+        return v + m
+
+    def metrics(self, optimum: float | None = None) -> dict[str, Any]:
+        return self.python_episode().metrics(optimum)
+
+    def snapshot(self) -> EpisodeSnapshot:
+        return copy.deepcopy(EpisodeSnapshot(
+            self.world, dict(self.phi), dict(self.returns), list(self.transcript), dict(self.last_results),
+            {lid: dict(row) for lid, row in self.last_rewards.items()}, dict(self.penalties)))
+
+    # ------------------------------------------------------------------ handing over to Python
+
+    def python_episode(self) -> Episode:
+        """The Python core's ``Episode`` standing where this one stands (a copy)."""
+        return Episode.from_snapshot(self.snapshot(), self.controlled)
+
+    def opponent_policies(self) -> dict[str, Any]:
+        """The archetypes' Python policies, each in the state its Rust twin has now (its
+        parameters, grudges, asked blocks, refusers and random stream)."""
+        world = self.world
+        out: dict[str, Any] = {}
+        for lid, state in self._native.opponent_states().items():
+            policy = make_seat_policy(world, lid, SEAT_DEFAULT)
+            for name, value in state.items():
+                if name == "rng":
+                    rng = random.Random()
+                    rng.setstate(value)
+                    value = rng
+                elif name == "refusers":
+                    value = set(value)
+                setattr(policy, name, value)
+            out[lid] = policy
+        return out
+
+
+def world_from_state(state: Mapping[str, Any], params: Any) -> World:
+    """A Python ``World`` from the plain state the Rust engine writes (``world_state``)."""
+    def lab(d: Mapping[str, Any]) -> Lab:
+        sig = d["last_signature"]
+        return Lab(**{**d, "params": dict(d["params"]),
+                      "last_signature": None if sig is None else tuple(tuple(p) for p in sig)})
+
+    def offer(d: Mapping[str, Any]) -> Offer:
+        return Offer(**{**d, "block_ids": tuple(d["block_ids"]), "requested_block_ids": tuple(d["requested_block_ids"]),
+                        "conditions": dict(d["conditions"])})
+
+    def coalition(d: Mapping[str, Any]) -> Coalition:
+        return Coalition(**{**d, "members": tuple(d["members"]),
+                            "commitments": {k: tuple(v) for k, v in d["commitments"].items()},
+                            "shares": dict(d["shares"]), "consented": set(d["consented"]),
+                            "breaches": list(d["breaches"]), "excused": list(d["excused"])})
+
+    def auction(d: Mapping[str, Any]) -> Auction:
+        return Auction(**{**d, "pitches": {k: Pitch(**{**p, "reasons": list(p["reasons"])})
+                                           for k, p in d["pitches"].items()}})
+
+    rng = random.Random()
+    rng.setstate(state["rng"])
+    return World(
+        task=state["task"], split=state["split"], seed=state["seed"], max_rounds=state["max_rounds"], params=params,
+        rng=rng, labs={k: lab(v) for k, v in state["labs"].items()},
+        blocks={k: Block(**v) for k, v in state["blocks"].items()},
+        jobs={k: Job(**v) for k, v in state["jobs"].items()},
+        shock_schedule=[ScheduledShock(*s) for s in state["shock_schedule"]],
+        round_index=state["round_index"], offers={k: offer(v) for k, v in state["offers"].items()},
+        coalitions={k: coalition(v) for k, v in state["coalitions"].items()},
+        auctions={k: auction(v) for k, v in state["auctions"].items()},
+        messages=[Message(*m) for m in state["messages"]],
+        events=[Event(r, kind, text, dict(data)) for r, kind, text, data in state["events"]],
+        done=state["done"], next_id=state["next_id"], initial_potential=dict(state["initial_potential"]),
+        reward_scale=dict(state["reward_scale"]), judge_mode=state["judge_mode"], version=state["version"])
+
+
+__all__ = ["MIRRORED", "NativeEpisode", "mirror_digests", "native_engine", "world_from_state"]

@@ -1,0 +1,109 @@
+"""``GpuArenaEnv`` on the Rust engine answers as on the Python core: every observation, reward,
+transcript and metric, through odd moves, a move Rust cannot hold, snapshots and forks."""
+
+from __future__ import annotations
+
+from types import ModuleType
+from typing import Any
+
+import pytest
+from helpers_rs import canon
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from gpu_arena.core.types import TASKS, Action, RejectedAction
+from gpu_arena.env import GpuArenaEnv
+from gpu_arena.native_episode import NativeEpisode
+from gpu_arena.policies import make_policy
+
+
+def _obs(o: Any) -> Any:
+    d = o.model_dump()
+    d["metadata"].pop("episode_id", None)  # drawn afresh by each reset
+    return canon(d)
+
+
+def play(engine: str, task: str, seed: int, moves: list[Any], judge_mode: str = "none",
+         fork_at: int | None = None) -> list[Any]:
+    """Everything an episode shows: each observation, then the transcript and the metrics. The
+    seat plays ``moves`` while they last, then ``random_valid``; ``fork_at`` continues a fork."""
+    env = GpuArenaEnv(task=task, engine=engine, judge_mode=judge_mode)
+    seen = [_obs(env.reset(seed=seed))]
+    policy = make_policy("random_valid", seed=seed)
+    moves = list(moves)
+    step = 0
+    while not env.episode.done:  # type: ignore[union-attr]
+        if fork_at is not None and step == fork_at:
+            env = env.fork()
+        action = moves.pop(0) if moves else policy.act(env.episode.observe(env.seat))  # type: ignore[union-attr]
+        seen.append(_obs(env.step(action)))
+        step += 1
+    assert env.episode is not None
+    seen.append(canon(env.episode.transcript))
+    seen.append(canon(env.metrics(optimum=1.0)))
+    return seen
+
+
+@pytest.mark.parametrize("task", TASKS)
+def test_random_seats_see_the_same_episode(rs: ModuleType, task: str) -> None:
+    for seed in range(4):
+        assert play("rust", task, seed, []) == play("python", task, seed, [])
+
+
+def test_judge_mode_plays_the_same(rs: ModuleType) -> None:
+    for seed in range(3):
+        assert play("rust", "market_round", seed, [], judge_mode="rule") == \
+            play("python", "market_round", seed, [], judge_mode="rule")
+
+
+def test_the_rust_engine_plays_the_default_episode(rs: ModuleType) -> None:
+    env = GpuArenaEnv(task="coalition_market", engine="auto")
+    env.reset(seed=1)
+    assert isinstance(env.episode, NativeEpisode)
+    env.step(Action("wait"))
+    assert set(env.policies) == set(env.episode.world.labs) - {"lab_0"}
+
+
+def test_a_move_rust_cannot_hold_hands_the_episode_to_python(rs: ModuleType) -> None:
+    huge = Action("send_offer", target_lab_id="lab_1", payment=2**70, block_ids=("b_1",))
+    surrogate = Action("send_message", message="\ud800")
+    for task in TASKS:
+        odd = [Action("wait"), huge, Action("wait"), surrogate]
+        assert play("rust", task, 5, odd) == play("python", task, 5, odd)
+    env = GpuArenaEnv(task="market_round", engine="rust")
+    env.reset(seed=2)
+    env.step(huge)
+    assert not isinstance(env.episode, NativeEpisode)  # the rest of the episode is the Python core's
+
+
+def test_a_fork_plays_on_as_the_original_would(rs: ModuleType) -> None:
+    for task in TASKS:
+        assert play("rust", task, 3, [], fork_at=2) == play("python", task, 3, [])
+
+
+def test_other_opponents_or_a_model_judge_stay_in_python(rs: ModuleType) -> None:
+    env = GpuArenaEnv(task="market_round", engine="auto", opponents="random_valid")
+    env.reset(seed=0)
+    assert not isinstance(env.episode, NativeEpisode)
+    with pytest.raises(ValueError, match="archetypes"):
+        GpuArenaEnv(task="market_round", engine="rust", opponents="random_valid").reset(seed=0)
+    with pytest.raises(ValueError, match="unknown engine"):
+        GpuArenaEnv(engine="fast")
+
+
+odd_moves = st.lists(st.one_of(
+    st.builds(Action, st.sampled_from(["send_offer", "accept_offer", "counter_offer", "make_pitch", "finish", "wait",
+                                       "reserve_capacity", "allocate_to_job", "form_coalition", "send_message"]),
+              target_lab_id=st.sampled_from([None, "lab_1", "lab_2", "lab_9", 7]),
+              block_ids=st.lists(st.sampled_from(["b_1", "b_2", "b_3", "b_4"]), max_size=3).map(tuple),
+              payment=st.one_of(st.none(), st.floats(-1, 1e8), st.integers(0, 100)),
+              message=st.one_of(st.none(), st.text(max_size=8))),
+    st.builds(RejectedAction, st.just("format_invalid_json"), st.text(max_size=5)),
+    st.sampled_from([{"action_type": "wait"}, '{"action_type": "finish"}', "not json", {"payment": "x"}])),
+    max_size=6)
+
+
+@settings(max_examples=20)
+@given(task=st.sampled_from(TASKS), seed=st.integers(0, 30), moves=odd_moves)
+def test_odd_moves_see_the_same_episode(rs: ModuleType, task: str, seed: int, moves: list[Any]) -> None:
+    assert play("rust", task, seed, moves) == play("python", task, seed, moves)
