@@ -229,6 +229,8 @@ struct CacheInner {
     maxsize: usize,
     clock: u64,
     map: HashMap<CacheKey, (SharedFrontier, u64), BuildHasherDefault<IntHasher>>,
+    /// an episode's cache: a miss asks the shared one (false: the shared one, which solves it)
+    shared: bool,
 }
 
 /// `_EPISODE_CACHE`: an episode's cache size.
@@ -238,8 +240,8 @@ pub const FRONTIER_CACHE: usize = 128;
 
 /// `FrontierCache`: the frontiers one episode has solved, by (blocks, jobs), the least recently
 /// used dropped past `maxsize`. A handle: clones share the same cache (as Python's valuers share
-/// their episode's). Unlike Python's, a miss does not ask the shared cache: a frontier is the
-/// same wherever it was solved, so only the time differs.
+/// their episode's). As in Python, an episode's cache asks the shared one on a miss, so episodes
+/// played one after another in a process reuse what the others solved.
 #[derive(Clone)]
 pub struct FrontierCache(Arc<Mutex<CacheInner>>);
 
@@ -252,7 +254,12 @@ impl Default for FrontierCache {
 impl FrontierCache {
     /// `FrontierCache(maxsize)`.
     pub fn new(maxsize: usize) -> Self {
-        FrontierCache(Arc::new(Mutex::new(CacheInner { maxsize, clock: 0, map: HashMap::default() })))
+        FrontierCache(Arc::new(Mutex::new(CacheInner { maxsize, clock: 0, map: HashMap::default(), shared: true })))
+    }
+
+    /// The shared cache itself: a miss there is solved.
+    fn shared(maxsize: usize) -> Self {
+        FrontierCache(Arc::new(Mutex::new(CacheInner { maxsize, clock: 0, map: HashMap::default(), shared: false })))
     }
 
     /// `FrontierCache.get`: the solved frontier of `blocks` for `jobs`, solving it on a miss.
@@ -267,7 +274,11 @@ impl FrontierCache {
         }
         // solved outside the lock would let two askers solve the same pair; the cache is per
         // episode, so that never happens in practice and the simple order is kept
-        let fr: SharedFrontier = Arc::new(Mutex::new(Frontier::new(blocks, jobs)));
+        let fr: SharedFrontier = if inner.shared {
+            SHARED.with(|c| c.get(blocks, jobs))
+        } else {
+            Arc::new(Mutex::new(Frontier::new(blocks, jobs)))
+        };
         if inner.maxsize == 0 {
             return fr;
         }
@@ -294,7 +305,7 @@ impl FrontierCache {
 
 thread_local! {
     /// `_frontier`'s lru_cache: the cache of callers that keep none.
-    static SHARED: FrontierCache = FrontierCache::new(FRONTIER_CACHE);
+    static SHARED: FrontierCache = FrontierCache::shared(FRONTIER_CACHE);
 }
 
 /// `frontier`: the solved DP of `blocks` for `jobs`, cached by value in `cache` if given, else

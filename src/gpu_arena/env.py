@@ -156,13 +156,10 @@ class GpuArenaEnv(Environment[ArenaAction, ArenaObservation, ArenaState]):
         if episode.done:
             return _error_observation("episode_done", "the episode is over; call reset() for a new one", done=True)
         move = read_action(action)
-        if isinstance(episode, NativeEpisode):
-            try:
-                episode.step_seat(self._seat, move)
-                self._step_count += 1
-                return self._observe()
-            except ValueError:  # a move Rust cannot hold: this round, and the rest, in Python
-                episode = self._to_python(episode)
+        if isinstance(episode, NativeEpisode):  # it asks the archetypes itself, in Rust or in Python
+            episode.step_seat(self._seat, move)
+            self._step_count += 1
+            return self._observe()
         actions: dict[str, Action | RejectedAction | None] = {self._seat: move}
         for lid, policy in self._policies.items():
             actions[lid] = self._policy_action(episode, lid, policy)
@@ -175,7 +172,7 @@ class GpuArenaEnv(Environment[ArenaAction, ArenaObservation, ArenaState]):
         ep = self._episode
         if ep is None:
             return ArenaState(episode_id=self._episode_id, step_count=0)
-        w = ep.world
+        w = ep.world_copy() if isinstance(ep, NativeEpisode) else ep.world  # reading it moves nothing
         return ArenaState(episode_id=self._episode_id, step_count=self._step_count, task=w.task, split=w.split,
                           seed=w.seed, controlled_lab_id=self._seat, round_index=w.round_index,
                           max_rounds=w.max_rounds, done=w.done, world=world_to_dict(w))
@@ -277,7 +274,8 @@ class GpuArenaEnv(Environment[ArenaAction, ArenaObservation, ArenaState]):
         return None
 
     def _to_python(self, episode: NativeEpisode) -> Episode:
-        """Hand ``episode`` to the Python core where it stands, the archetypes' state included."""
+        """Hand ``episode`` to the Python core where it stands, the archetypes' state included,
+        and play it here as any Python episode (its seats' policies in ``policies``)."""
         self._policies = episode.opponent_policies()
         self._episode = python = episode.python_episode()
         return python

@@ -4,10 +4,12 @@ A :class:`NativeEpisode` plays a world in ``gpu_arena_rs`` with one seat driven 
 every other seat played, in Rust too, by the archetype its world assigned: the environment's
 default. It answers what callers of :class:`~gpu_arena.core.engine.Episode` read (``done``,
 ``observe``, ``transcript``, ``last_results``, ``last_rewards``, ``phi``, ``returns``, ``world``,
-``metrics``, ``snapshot``) with the same values, bit for bit (``tests/native/``). Its ``world`` is
-a copy made when read: changing it changes nothing. What Rust does not do (a move it cannot hold,
-a model judge, a restored snapshot) :meth:`python_episode` hands to the Python core, mid-episode,
-with the archetypes' own state carried over (:meth:`opponent_policies`).
+``metrics``, ``snapshot``) with the same values, bit for bit (``tests/native/``). Where a caller
+needs the Python objects themselves (it reads ``world``, the god view a policy binds to and may
+hold) or Rust cannot go on (a move it cannot hold), the episode moves to the Python core where it
+stands, the archetypes' own state carried over, and plays on there: the same object answers, from
+then on through a Python :class:`~gpu_arena.core.engine.Episode`. :meth:`world_copy` reads the
+world without that move.
 
 :func:`native_engine` says whether the Rust engine may run here: built for the crate as it is
 (:func:`gpu_arena.core.native.rust`) and ported from the Python core as it is (every module it
@@ -27,6 +29,7 @@ from typing import Any
 
 from .core import native
 from .core.engine import Episode, EpisodeSnapshot, RoundReport
+from .core.policy import policy_move
 from .core.types import (
     Action,
     ActionResult,
@@ -115,23 +118,50 @@ class NativeEpisode:
         self._copies: dict[str, tuple[int, Any]] = {}
         self._views: dict[tuple[str, bool], tuple[int, SeatView]] = {}
         self._transcript: list[dict[str, Any]] = []
+        self._python: Episode | None = None  # set once the episode has moved to the Python core
+        self._policies: dict[str, Any] = {}  # the archetypes' Python policies from then on
 
     # ------------------------------------------------------------------ stepping
 
     @property
+    def in_python(self) -> bool:
+        """Whether the episode has moved to the Python core."""
+        return self._python is not None
+
+    def to_python(self) -> Episode:
+        """Move the episode to the Python core where it stands (once); its ``Episode``."""
+        if self._python is None:
+            self._policies = self.opponent_policies()
+            self._python = self.python_episode()
+        return self._python
+
+    @property
     def done(self) -> bool:
-        return bool(self._native.done)
+        return self._python.done if self._python is not None else bool(self._native.done)
 
     def step_seat(self, seat: str, action: Action | RejectedAction | None) -> RoundReport:
-        """One round: ``seat`` plays ``action``, the archetypes theirs. ``ValueError`` (and nothing
-        changed) where Rust cannot hold the action: play that round in :meth:`python_episode`."""
+        """One round: ``seat`` plays ``action``, the archetypes theirs (each on its own view)."""
         if seat not in self.controlled:
             raise ValueError(f"{seat} is not this episode's driven seat")
-        return self._report(self._native.step_seat(seat, action))
+        if self._python is None:
+            try:
+                return self._report(self._native.step_seat(seat, action))
+            except ValueError:  # a move Rust cannot hold (nothing changed): this round and the rest in Python
+                self.to_python()
+        python = self.to_python()
+        moves: dict[str, Action | RejectedAction | None] = {seat: action}
+        for lid, policy in self._policies.items():
+            moves[lid] = policy_move(policy, python, lid)
+        return python.step(moves)
 
     def step(self, actions: Mapping[str, Action | RejectedAction | None]) -> RoundReport:
         """``Episode.step``: every seat's move given (the archetypes are not asked)."""
-        return self._report(self._native.step(dict(actions)))
+        if self._python is None:
+            try:
+                return self._report(self._native.step(dict(actions)))
+            except ValueError:
+                pass
+        return self.to_python().step(actions)
 
     def _report(self, raw: tuple[Any, ...]) -> RoundReport:
         round_index, order, results, rewards, done = raw
@@ -143,6 +173,8 @@ class NativeEpisode:
     def observe(self, lab_id: str, *, aids: bool = True, lazy: bool = False) -> SeatView:
         """``lab_id``'s view now, every aid priced (a lazy view prices the same values on read).
         One view per seat and state, shared by every reader."""
+        if self._python is not None:
+            return self._python.observe(lab_id, aids=aids, lazy=lazy)
         hit = self._views.get((lab_id, aids))
         if hit is not None and hit[0] == self._step:
             return hit[1]
@@ -158,19 +190,27 @@ class NativeEpisode:
 
     @property
     def transcript(self) -> list[dict[str, Any]]:
+        if self._python is not None:
+            return self._python.transcript
         if len(self._transcript) < self._step:
             self._transcript.extend(self._native.transcript(len(self._transcript)))
         return self._transcript
 
     @property
     def last_results(self) -> dict[str, ActionResult]:
+        if self._python is not None:
+            return self._python.last_results
         return self._copy("results", lambda: {lid: ActionResult(*r) for lid, r in self._native.last()[0].items()})
 
     @property
     def last_rewards(self) -> dict[str, dict[str, float]]:
+        if self._python is not None:
+            return self._python.last_rewards
         return self._copy("rewards", lambda: self._native.last()[1])
 
     def _ledger(self) -> tuple[dict[str, tuple[float, float]], dict[str, float], dict[str, float]]:
+        if self._python is not None:
+            return self._python.phi, self._python.returns, self._python.penalties
         return self._copy("ledger", self._native.ledger)
 
     @property
@@ -187,7 +227,14 @@ class NativeEpisode:
 
     @property
     def world(self) -> World:
-        """The world now, as a Python ``World`` (a copy: changing it changes nothing here)."""
+        """The world itself: a caller may hold it or bind a policy to it, so the episode moves to
+        the Python core first (see :meth:`world_copy` to read it without that)."""
+        return self.to_python().world
+
+    def world_copy(self) -> World:
+        """The world now, as a Python ``World`` to read (a copy: changing it changes nothing)."""
+        if self._python is not None:
+            return copy.deepcopy(self._python.world)
         return self._copy("world", lambda: world_from_state(self._native.world_state(), self._params))
 
     def potential(self, lab_id: str) -> float:
@@ -195,23 +242,30 @@ class NativeEpisode:
         return v + m
 
     def metrics(self, optimum: float | None = None) -> dict[str, Any]:
-        return self.python_episode().metrics(optimum)
+        return (self._python or self.python_episode()).metrics(optimum)
 
     def snapshot(self) -> EpisodeSnapshot:
+        if self._python is not None:
+            return self._python.snapshot()
         return copy.deepcopy(EpisodeSnapshot(
-            self.world, dict(self.phi), dict(self.returns), list(self.transcript), dict(self.last_results),
+            self.world_copy(), dict(self.phi), dict(self.returns), list(self.transcript), dict(self.last_results),
             {lid: dict(row) for lid, row in self.last_rewards.items()}, dict(self.penalties)))
 
     # ------------------------------------------------------------------ handing over to Python
 
     def python_episode(self) -> Episode:
         """The Python core's ``Episode`` standing where this one stands (a copy)."""
+        if self._python is not None:
+            return Episode.from_snapshot(self._python.snapshot(), self.controlled)
         return Episode.from_snapshot(self.snapshot(), self.controlled)
 
     def opponent_policies(self) -> dict[str, Any]:
         """The archetypes' Python policies, each in the state its Rust twin has now (its
-        parameters, grudges, asked blocks, refusers and random stream)."""
-        world = self.world
+        parameters, grudges, asked blocks, refusers and random stream); once the episode is in
+        Python, the policies playing there."""
+        if self._python is not None:
+            return dict(self._policies)
+        world = self.world_copy()
         out: dict[str, Any] = {}
         for lid, state in self._native.opponent_states().items():
             policy = make_seat_policy(world, lid, SEAT_DEFAULT)

@@ -73,7 +73,30 @@ def test_a_move_rust_cannot_hold_hands_the_episode_to_python(rs: ModuleType) -> 
     env = GpuArenaEnv(task="market_round", engine="rust")
     env.reset(seed=2)
     env.step(huge)
-    assert not isinstance(env.episode, NativeEpisode)  # the rest of the episode is the Python core's
+    assert isinstance(env.episode, NativeEpisode) and env.episode.in_python  # the rest is the Python core's
+
+
+def test_a_seat_bound_to_the_world_plays_the_same(rs: ModuleType) -> None:
+    # rule_expert needs the world: reading it moves the episode to Python, which plays on the same
+    from gpu_arena.rollout import play_seat
+
+    for task in TASKS:
+        got = []
+        for engine in ("python", "rust"):
+            env = GpuArenaEnv(task=task, engine=engine)
+            first = env.reset(seed=4)
+            seen = [_obs(first)]
+            play_seat(env, make_policy("rule_expert", seed=4), first, on_step=lambda _a, o, seen=seen: seen.append(_obs(o)))
+            got.append((seen, canon(env.episode.transcript)))  # type: ignore[union-attr]
+        assert got[0] == got[1]
+
+
+def test_reading_the_state_moves_nothing(rs: ModuleType) -> None:
+    env = GpuArenaEnv(task="coalition_market", engine="rust")
+    env.reset(seed=2)
+    env.step(Action("wait"))
+    assert env.state.world["round_index"] == 1
+    assert isinstance(env.episode, NativeEpisode) and not env.episode.in_python
 
 
 def test_a_fork_plays_on_as_the_original_would(rs: ModuleType) -> None:
