@@ -24,6 +24,7 @@ from typing import Any
 from gpu_arena.core.types import TASKS
 from gpu_arena.env import GpuArenaEnv
 from gpu_arena.evaluation.runner import episode_result, world_optimum
+from gpu_arena.native_episode import NativeEpisode
 from gpu_arena.policies import BASELINES, make_policy
 from gpu_arena.rollout import play_seat
 
@@ -59,7 +60,7 @@ class _Hash:
 
 def fingerprint(seeds: int = 3) -> dict[str, Any]:
     rows, observations, transcripts = _Hash(), _Hash(), _Hash()
-    episodes = 0
+    episodes = rounds = in_rust = 0
     t0 = time.perf_counter()
     for task in TASKS:
         for seed in range(seeds):
@@ -70,12 +71,15 @@ def fingerprint(seeds: int = 3) -> dict[str, Any]:
                 first = env.reset(seed=seed)
                 episode = env.episode
                 assert episode is not None
+                # the labs, read from the state (reading episode.world would move a Rust-played
+                # episode to the Python core: decision 0026)
+                labs = sorted(lab["lab_id"] for lab in env.state.world["labs"])
 
-                def record(_action: Any, obs: Any, episode: Any = episode) -> None:
+                def record(_action: Any, obs: Any, episode: Any = episode, labs: list[str] = labs) -> None:
                     wire = obs.model_dump(mode="json")
                     wire.get("metadata", {}).pop("episode_id", None)  # a fresh UUID per episode
                     observations.add(wire)
-                    for lab in sorted(episode.world.labs):
+                    for lab in labs:
                         observations.add(episode.observe(lab))
                         observations.add(episode.observe(lab, aids=False))
 
@@ -90,7 +94,11 @@ def fingerprint(seeds: int = 3) -> dict[str, Any]:
                 rows.add(row)
                 transcripts.add({"transcript": episode.transcript, "returns": episode.returns})
                 episodes += 1
-    return {"episodes": episodes, "seconds": round(time.perf_counter() - t0, 1), "rows": rows.hex(),
+                # rounds played in Rust (a seat bound to the world moves its episode to Python)
+                rounds += len(episode.transcript)
+                in_rust += episode.rust_rounds if isinstance(episode, NativeEpisode) else 0
+    return {"episodes": episodes, "seconds": round(time.perf_counter() - t0, 1), "engine": GpuArenaEnv().engine,
+            "rounds": rounds, "rounds_in_rust": in_rust, "rows": rows.hex(),
             "observations": observations.hex(), "transcripts": transcripts.hex()}
 
 

@@ -124,6 +124,11 @@ class NativeEpisode:
     # ------------------------------------------------------------------ stepping
 
     @property
+    def rust_rounds(self) -> int:
+        """How many of its rounds were played in Rust."""
+        return self._step
+
+    @property
     def in_python(self) -> bool:
         """Whether the episode has moved to the Python core."""
         return self._python is not None
