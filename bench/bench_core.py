@@ -11,7 +11,9 @@ in this same process (before and after, averaged):
   every opponent's, the pydantic observation with decision aids returned), resets excluded.
 * ``env_default_steps_per_s``: the same step against the world's default opponents (its
   archetypes), as the reference was measured (``anchors.json`` of the benchmark kit:
-  ``env_default_vs_reference`` is the ratio issue #17 asks to bring to 1 or more).
+  ``env_default_vs_reference`` is the ratio issue #17 asks to bring to 1 or more), on the
+  environment's default engine (``engine``: the Rust engine of decision 0026 where it is built);
+  ``env_default_python_*``: the same step on the Python core.
 * ``env_episodes_per_s``: whole episodes including ``reset``.
 * ``seat_actions_per_s`` / ``rounds_per_s``: the core engine alone (``Episode.step`` with one
   action per seat, views without the what-if decision aids), the figure a trainer stepping
@@ -22,7 +24,7 @@ in this same process (before and after, averaged):
   pydantic wrapping of the controlled seat's view. ``floor_steps_per_calib`` is the rate a step
   made of those parts alone would reach; where it is below ``target_steps_per_calib``, the
   target cannot be met by work on the engine.
-* ``floor_default_*``: the same floor against the world's default opponents (their aids priced
+* ``floor_default_*``: the same floor (of the Python core) against the world's default opponents (their aids priced
   before the clock starts, their ``act`` timed on views that hold them), and ``budget_left_us``:
   the reference's step time (``reference_step_us``) less that floor, the time a step may spend
   in the engine and in pricing the aids if it is to match the reference; ``engine_us``, what they
@@ -111,11 +113,13 @@ def bench_env(task: str, seconds: float) -> dict[str, float]:
     return {"env_steps_per_s": steps / step_time, "env_episodes_per_s": episodes / total, "env_steps": steps}
 
 
-def bench_env_default(task: str, seconds: float) -> dict[str, float]:
+def bench_env_default(task: str, seconds: float, engine: str | None = None) -> dict[str, float]:
     """``GpuArenaEnv.step`` as the reference was measured: the same random controlled seat against
-    the world's default opponents (its archetypes), resets excluded."""
-    steps, _episodes, step_time, _total = _time_steps(GpuArenaEnv(task=task), seconds)
-    return {"env_default_steps_per_s": steps / step_time, "env_default_steps": steps}
+    the world's default opponents (its archetypes), resets excluded; on ``engine`` (None: the
+    environment's default), under ``env_default_<engine>_*`` where one is named."""
+    steps, _episodes, step_time, _total = _time_steps(GpuArenaEnv(task=task, engine=engine), seconds)
+    name = "env_default" if engine is None else f"env_default_{engine}"
+    return {f"{name}_steps_per_s": steps / step_time, f"{name}_steps": steps}
 
 
 def bench_core(task: str, seconds: float) -> dict[str, float]:
@@ -185,14 +189,15 @@ def step_floor(env: GpuArenaEnv, seconds: float, wrap: Callable[[Any], object]) 
 
 def bench_floor(task: str, seconds: float) -> dict[str, float]:
     """The floor of the step ``bench_env`` times: ``random_valid`` opponents, the pydantic observation."""
-    return step_floor(GpuArenaEnv(task=task, opponents="random_valid"), seconds, observation_from_view)
+    return step_floor(GpuArenaEnv(task=task, opponents="random_valid", engine="python"), seconds,
+                      observation_from_view)
 
 
 def bench_floor_default(task: str, seconds: float) -> dict[str, float]:
     """The floor of the step ``bench_env_default`` times (the world's default opponents, their aids
     priced before the clock starts), under ``floor_default_*``: set against the reference's step
     time, it says how much of that time is left for the engine and the aids' valuations."""
-    floor = step_floor(GpuArenaEnv(task=task), seconds, observation_from_view)
+    floor = step_floor(GpuArenaEnv(task=task, engine="python"), seconds, observation_from_view)
     return {k.replace("floor_", "floor_default_", 1): v for k, v in floor.items()}
 
 
@@ -200,19 +205,21 @@ def against_reference(row: dict[str, Any], anchor: float, unit: float) -> dict[s
     """Issue #17's target figures for one task's ``row`` (``env_default_*`` and ``floor_default_*``
     measured), given the reference's steps per calibration unit (``anchor``) and this run's
     calibration ops/s (``unit``)."""
-    step_us = 1e6 / row["env_default_steps_per_s"]
+    step_us = 1e6 / row["env_default_python_steps_per_s"]
     floor_us = 1e6 / row["floor_default_steps_per_s"]
     out: dict[str, Any] = {
         "reference_env_default_steps_per_calib": anchor,
-        # the target: this ratio at or above 1 on every task
+        # the target: this ratio at or above 1 on every task (the environment's default engine)
         "env_default_vs_reference": row["env_default_steps_per_s"] / unit / anchor,
+        "env_default_python_vs_reference": row["env_default_python_steps_per_s"] / unit / anchor,
+        "env_default_us": 1e6 / row["env_default_steps_per_s"],
         # the reference's whole step time, and the part of it this step's floor leaves to the
         # engine and the valuations (negative: the floor alone is slower than the reference)
         "reference_step_us": 1e6 / (anchor * unit),
     }
     out["budget_left_us"] = out["reference_step_us"] - floor_us
-    # what the engine and the aids' valuations take today (the step less its floor), and how many
-    # times faster they must get for the target with the floor unchanged (None: no time is left)
+    # what the Python core's engine and aids' valuations take (its step less its floor), and how
+    # many times faster they must get for the target with that floor (None: no time is left)
     out["engine_us"] = step_us - floor_us
     out["engine_speedup_needed"] = out["engine_us"] / out["budget_left_us"] if out["budget_left_us"] > 0 else None
     return out
@@ -231,13 +238,15 @@ def main() -> None:
         # the host is shared and its speed drifts: calibrate right around each task's measurement
         before = calib.calib_ops_per_s(1.0)
         row: dict[str, Any] = {**bench_env(task, args.seconds), **bench_env_default(task, args.seconds),
+                               **bench_env_default(task, args.seconds, "python"),
                                **bench_core(task, args.seconds), **bench_floor(task, args.seconds),
                                **bench_floor_default(task, args.seconds)}
         after = calib.calib_ops_per_s(1.0)
         unit = (before + after) / 2
         units.append(unit)
         row["calib_ops_per_s"] = unit
-        for key in ("env_steps_per_s", "env_default_steps_per_s", "env_episodes_per_s", "rounds_per_s",
+        for key in ("env_steps_per_s", "env_default_steps_per_s", "env_default_python_steps_per_s",
+                    "env_episodes_per_s", "rounds_per_s",
                     "seat_actions_per_s", "floor_steps_per_s", "floor_default_steps_per_s"):
             row[key.replace("_per_s", "_per_calib")] = row[key] / unit
         anchor = anchored_reference().get(task)
@@ -253,7 +262,7 @@ def main() -> None:
         "benchmark": "core", "calib_ops_per_s_mean": sum(units) / len(units),
         "python": sys.version.split()[0], "machine": platform.machine(), "seconds_per_measure": args.seconds,
         # which kernels ran compiled (make install builds them; GPU_ARENA_NATIVE=0 runs the source)
-        "native": native.status(), "tasks": tasks,
+        "native": native.status(), "engine": GpuArenaEnv().engine, "tasks": tasks,
     }, indent=2))
 
 

@@ -26,9 +26,9 @@ def test_core_floor_is_part_of_a_step(task: str) -> None:
 
 def test_the_default_floor_is_part_of_a_default_step() -> None:
     floor = bench_core.bench_floor_default("coalition_market", 0.3)
-    step = bench_core.bench_env_default("coalition_market", 0.3)
+    step = bench_core.bench_env_default("coalition_market", 0.3, "python")  # the floor is the Python core's
     assert all(floor[k] > 0 for k in ("floor_default_views_us", "floor_default_acts_us", "floor_default_wrap_us"))
-    assert floor["floor_default_steps_per_s"] > step["env_default_steps_per_s"]
+    assert floor["floor_default_steps_per_s"] > step["env_default_python_steps_per_s"]
 
 
 def test_the_anchored_step_is_measured_against_the_default_opponents() -> None:
@@ -42,10 +42,13 @@ def test_the_anchored_step_is_measured_against_the_default_opponents() -> None:
 def test_reference_figures_split_a_step_into_floor_and_engine() -> None:
     # a step of 500 us whose floor is 100 us, against a reference step of 200 us: 100 us are left
     # to the engine, which takes 400 today, so it must get four times faster
-    row = {"env_default_steps_per_s": 2000.0, "floor_default_steps_per_s": 10000.0}
+    # (the environment's default engine steps in 100 us)
+    row = {"env_default_python_steps_per_s": 2000.0, "env_default_steps_per_s": 10000.0,
+           "floor_default_steps_per_s": 10000.0}
     out = bench_core.against_reference(row, anchor=0.05, unit=100000.0)
     assert out["reference_step_us"] == pytest.approx(200.0)
-    assert out["env_default_vs_reference"] == pytest.approx(0.4)
+    assert out["env_default_python_vs_reference"] == pytest.approx(0.4)
+    assert out["env_default_vs_reference"] == pytest.approx(2.0) and out["env_default_us"] == pytest.approx(100.0)
     assert out["budget_left_us"] == pytest.approx(100.0)
     assert out["engine_us"] == pytest.approx(400.0)
     assert out["engine_speedup_needed"] == pytest.approx(4.0)
