@@ -4,9 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from typer.testing import CliRunner
 
 from gpu_arena.cli import app
+from gpu_arena.console import console
 from gpu_arena.core.policy import PolicyBase
 from gpu_arena.core.types import Action, RejectedAction
 from gpu_arena.policies import register_policy
@@ -31,7 +33,8 @@ class _Garbled(PolicyBase):
 register_policy(_Garbled.name, lambda seed=0, **_: _Garbled())
 
 
-def test_demo_names_a_refused_answer_by_its_code() -> None:
+def test_demo_names_a_refused_answer_by_its_code(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(console, "width", 200)  # rich sized the console once, at import: wide enough for the row
     result = CliRunner().invoke(app, ["demo", "--task", "single_trade", "--seed", "3", "--policy", _Garbled.name],
                                 env=ENV)
     assert result.exit_code == 0, result.output
