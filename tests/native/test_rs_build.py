@@ -41,3 +41,19 @@ def test_a_stale_or_missing_build_is_not_loaded(tmp_path: Path, monkeypatch: pyt
 def test_the_installed_build_is_the_crate_as_it_is(rs: ModuleType) -> None:
     # the fixture loads it through native.rust() unless a test run names another build
     assert hasattr(rs, "Episode") and hasattr(rs, "world_roundtrip")
+
+
+def test_an_edited_rule_turns_the_rust_engine_off(monkeypatch: pytest.MonkeyPatch) -> None:
+    from gpu_arena import native_episode
+    from gpu_arena.env import GpuArenaEnv
+
+    digests = native_episode.mirror_digests()
+    if isinstance(native_episode._native_engine(), str):
+        pytest.skip("the Rust engine does not run here")
+    monkeypatch.setattr(native_episode, "mirror_digests", lambda: {**digests, "core/rules/offers.py": "0" * 64})
+    assert "core/rules/offers.py" in native_episode._native_engine()
+    monkeypatch.setattr(native_episode, "_ENGINE", [])  # as a fresh process would find it
+    env = GpuArenaEnv(task="single_trade", engine="auto")
+    env.reset(seed=0)
+    assert not isinstance(env.episode, native_episode.NativeEpisode)  # the Python core plays
+
