@@ -60,14 +60,18 @@ class PartsEnv(GpuArenaEnv):
         return obs
 
 
-def step_parts(task: str, episodes: int, opponents: str | None, reps: int, parts: bool = False) -> dict[str, float]:
+def step_parts(task: str, episodes: int, opponents: str | None, reps: int, parts: bool = False,
+               engine: str | None = None) -> dict[str, float]:
     """µs per step of the fastest repetition after the first (``step``), and with ``parts`` its
-    split (``opponents``, ``observation``, ``engine``: the rest)."""
+    split (``opponents``, ``observation``, ``engine``: the rest). ``engine``: the environment's
+    (None: its default); the split times the Python core's step, whose opponents Python asks."""
+    if parts:
+        engine = "python"
     best: dict[str, float] = {"step": float("inf")}
     for rep in range(reps):
         allocation._frontier.cache_clear()
         gc.collect()
-        env = (PartsEnv if parts else GpuArenaEnv)(task=task, opponents=opponents)
+        env = (PartsEnv if parts else GpuArenaEnv)(task=task, opponents=opponents, engine=engine)
         steps, spent = 0, 0.0
         for seed in range(episodes):
             n, seconds = timed_episode(env, seed)
@@ -81,19 +85,25 @@ def step_parts(task: str, episodes: int, opponents: str | None, reps: int, parts
     return best
 
 
-def step_us(task: str, episodes: int, opponents: str | None, reps: int) -> float:
-    return step_parts(task, episodes, opponents, reps)["step"]
+def step_us(task: str, episodes: int, opponents: str | None, reps: int, engine: str | None = None) -> float:
+    return step_parts(task, episodes, opponents, reps, engine=engine)["step"]
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--opponents", default="default", help="default (the world's archetypes) or random_valid")
     parser.add_argument("--reps", type=int, default=4, help="repetitions, the first dropped (at least 2)")
-    parser.add_argument("--parts", action="store_true", help="also split each step (opponents, observation, engine)")
+    parser.add_argument("--parts", action="store_true", help="also split each step (opponents, observation, engine)"
+                        " of the Python core")
+    parser.add_argument("--engine", default=None, choices=("auto", "python", "rust"),
+                        help="the environment's engine (default: its own default, $GPU_ARENA_ENGINE)")
     args = parser.parse_args()
     opponents = None if args.opponents == "default" else args.opponents
-    runs = {task: step_parts(task, n, opponents, max(2, args.reps), args.parts) for task, n in EPISODES.items()}
-    out: dict[str, Any] = {"opponents": args.opponents, "step_us": {t: round(r["step"]) for t, r in runs.items()}}
+    runs = {task: step_parts(task, n, opponents, max(2, args.reps), args.parts, args.engine)
+            for task, n in EPISODES.items()}
+    out: dict[str, Any] = {"opponents": args.opponents, "engine": "python" if args.parts else
+                           GpuArenaEnv(engine=args.engine).engine,
+                           "step_us": {t: round(r["step"]) for t, r in runs.items()}}
     if args.parts:
         out["parts_us"] = {t: {k: round(v) for k, v in r.items() if k != "step"} for t, r in runs.items()}
     print(json.dumps({**out, "native": native.status()}))

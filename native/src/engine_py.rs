@@ -5,8 +5,9 @@
 
 use indexmap::IndexMap;
 use pyo3::exceptions::{PyRuntimeError, PyValueError};
+use pyo3::once_cell::GILOnceCell;
 use pyo3::prelude::*;
-use pyo3::types::{PyDict, PyList, PyTuple};
+use pyo3::types::{PyDict, PyList, PyTuple, PyType};
 
 use crate::convert::{read_action, read_world, world_state};
 use crate::engine::{Episode, Move, Record, RoundEntry, RoundReport, LEDGER_COLUMNS};
@@ -55,20 +56,35 @@ fn row_dict<'p>(py: Python<'p>, row: &[f64; 11]) -> PyResult<&'p PyDict> {
     Ok(d)
 }
 
+/// The Python core's `Action` and `RejectedAction` classes, looked up once.
+static CLASSES: GILOnceCell<(Py<PyType>, Py<PyType>)> = GILOnceCell::new();
+
+fn core_classes<'p>(py: Python<'p>) -> PyResult<&'p (Py<PyType>, Py<PyType>)> {
+    if let Some(c) = CLASSES.get(py) {
+        return Ok(c);
+    }
+    let types = py.import("gpu_arena.core.types")?;
+    let pair: (Py<PyType>, Py<PyType>) = (types.getattr("Action")?.downcast::<PyType>()?.into(),
+                                          types.getattr("RejectedAction")?.downcast::<PyType>()?.into());
+    Ok(CLASSES.get_or_init(py, || pair))
+}
+
 /// A move as the engine takes it: None waits, an `Action` is read field by field, a
-/// `RejectedAction` stays refused, anything else is `malformed_action` (as `Episode.step`).
+/// `RejectedAction` (or a subclass: an LLM's `FormatError`) stays refused with its code, anything
+/// else is `malformed_action` (as `Episode.step`).
 fn read_move(value: &PyAny) -> PyResult<Option<Move>> {
     if value.is_none() {
         return Ok(None);
     }
-    let kind = value.get_type().name()?;
-    if kind == "RejectedAction" {
+    let (action, rejected) = core_classes(value.py())?;
+    if value.is_instance(rejected.as_ref(value.py()))? {
         return Ok(Some(Move::Rejected { code: value.getattr("code")?.extract()?, message: value.getattr("message")?.extract()? }));
     }
-    if kind == "Action" {
+    if value.is_instance(action.as_ref(value.py()))? {
         return read_action(value).map(|a| Some(Move::Act(a)))
             .map_err(|e| PyValueError::new_err(format!("an action Rust cannot hold: {e}")));
     }
+    let kind = value.get_type().name()?;
     Ok(Some(Move::Rejected { code: "malformed_action".into(), message: format!("cannot read an action from {kind}") }))
 }
 

@@ -130,3 +130,13 @@ odd_moves = st.lists(st.one_of(
 @given(task=st.sampled_from(TASKS), seed=st.integers(0, 30), moves=odd_moves)
 def test_odd_moves_see_the_same_episode(rs: ModuleType, task: str, seed: int, moves: list[Any]) -> None:
     assert play("rust", task, seed, moves) == play("python", task, seed, moves)
+
+
+def test_a_refusal_of_a_subclass_keeps_its_code(rs: ModuleType) -> None:
+    from gpu_arena.llm import FormatError
+
+    for engine in ("python", "rust"):
+        env = GpuArenaEnv(task="single_trade", engine=engine)
+        env.reset(seed=1)
+        obs = env.step(FormatError("format_no_action", "no tool call"))
+        assert (obs.last_action_result.ok, obs.last_action_result.code) == (False, "format_no_action")
