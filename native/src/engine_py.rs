@@ -11,7 +11,7 @@ use pyo3::types::{PyDict, PyList, PyTuple, PyType};
 
 use crate::convert::{read_action, read_world, world_state};
 use crate::engine::{Episode, Move, Record, RoundEntry, RoundReport, LEDGER_COLUMNS};
-use crate::observe::{observe_with, WorldIndex};
+use crate::observe::{negotiator_reads, observe_priced, observe_with, WorldIndex};
 use crate::policies::archetypes::make_negotiator;
 use crate::policies::negotiator::Negotiator;
 use crate::policies::{negotiator_state, seeded};
@@ -137,7 +137,10 @@ impl PyEpisode {
 
     /// One round: `seat` plays `move` (a core `Action`, `RejectedAction` or None), every seat
     /// added with `add_opponent` plays its archetype's move on its own view (`policy_move`).
-    fn step_seat(&mut self, py: Python, seat: String, r#move: &PyAny) -> PyResult<PyObject> {
+    /// Returns the round's report as `step` does, or None without `report` (the environment
+    /// reads the seat's observation instead).
+    #[args(report = "true")]
+    fn step_seat(&mut self, py: Python, seat: String, r#move: &PyAny, report: bool) -> PyResult<PyObject> {
         let mut moves: IndexMap<String, Move> = IndexMap::new();
         if let Some(m) = read_move(r#move)? {
             moves.insert(seat, m);
@@ -145,15 +148,32 @@ impl PyEpisode {
         let world = &self.inner.world;
         let index = WorldIndex::new(world);
         for (lid, policy) in self.opponents.iter_mut() {
-            let view = observe_with(world, &index, lid, None, 0.0, None, true, Some(self.inner.frontiers.clone()));
+            let reads = negotiator_reads(world, lid);
+            let view = observe_priced(world, &index, lid, None, 0.0, None, true, Some(self.inner.frontiers.clone()),
+                                      Some(&reads));
             let chosen = match policy.act(&view) {
                 Ok(a) => Move::Act(a),
                 Err(e) => Move::Rejected { code: "policy_error".into(), message: e.to_string() },
             };
             moves.insert(lid.clone(), chosen);
         }
-        let report = self.inner.step(&moves).map_err(PyRuntimeError::new_err)?;
-        report_py(py, &report)
+        let round = self.inner.step(&moves).map_err(PyRuntimeError::new_err)?;
+        if report {
+            report_py(py, &round)
+        } else {
+            Ok(py.None())
+        }
+    }
+
+    /// The last round's report, as `step` returned it.
+    fn last_report(&self, py: Python) -> PyResult<PyObject> {
+        let ep = &self.inner;
+        let entry = ep.transcript.last().ok_or_else(|| PyRuntimeError::new_err("no round played yet"))?;
+        let round = RoundReport {
+            round_index: entry.round, order: entry.order.clone(), results: ep.last_results.clone(),
+            rewards: ep.last_rewards.clone(), done: ep.world.done,
+        };
+        report_py(py, &round)
     }
 
     /// Each opponent's parameters and kept state (`gpu_arena_rs.Negotiator.state`), by seat.

@@ -7,7 +7,7 @@
 //! one state shares and costs a pass over the world: each job's valid hours and each lab's live
 //! block count.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use indexmap::IndexMap;
 use pyo3::prelude::*;
@@ -106,6 +106,43 @@ pub fn observe_with(
     aids: bool,
     frontiers: Option<FrontierCache>,
 ) -> SeatView {
+    observe_priced(world, index, lab_id, last_result, reward, reward_breakdown, aids, frontiers, None)
+}
+
+/// The blocks of its own whose values a negotiator may read this turn: those an open offer of
+/// its names and those it commits to a coalition (`Negotiator.at_stake`, `answer_coalitions`).
+pub fn negotiator_reads(world: &World, lab_id: &str) -> HashSet<String> {
+    let mut ids = HashSet::new();
+    for o in world.offers.values() {
+        if o.status == OfferStatus::Open && (o.sender == lab_id || o.target == lab_id) {
+            ids.extend(o.block_ids.iter().cloned());
+            ids.extend(o.requested_block_ids.iter().cloned());
+        }
+    }
+    for c in world.coalitions.values() {
+        if let Some(blocks) = c.commitments.get(lab_id) {
+            ids.extend(blocks.iter().cloned());
+        }
+    }
+    ids
+}
+
+/// [`observe_with`], pricing the values of its own blocks only for those in `owned` (None: all).
+/// Python prices a policy's aids as it reads them; a Rust opponent's view, which never leaves
+/// Rust, prices only the ones its policy can read ([`negotiator_reads`]): the others stay None,
+/// and nobody reads them. Pricing an owned block is a second allocation program, the costliest aid.
+#[allow(clippy::too_many_arguments)]
+pub fn observe_priced(
+    world: &World,
+    index: &WorldIndex,
+    lab_id: &str,
+    last_result: Option<&ResultView>,
+    reward: f64,
+    reward_breakdown: Option<&IndexMap<String, f64>>,
+    aids: bool,
+    frontiers: Option<FrontierCache>,
+    owned: Option<&HashSet<String>>,
+) -> SeatView {
     let lab = &world.labs[lab_id];
     let r = world.round_index;
     let mut valuer = LabValuer::new(world, lab_id, None, frontiers);
@@ -142,6 +179,9 @@ pub fn observe_with(
         // SeatAids.owned_values
         let own_ids: Vec<String> = valuer.blocks.iter().map(|b| b.block_id.clone()).collect();
         for (i, bid) in own_ids.into_iter().enumerate() {
+            if owned.is_some_and(|wanted| !wanted.contains(&bid)) {
+                continue;
+            }
             let without = valuer.net_without(i);
             owned_values.insert(bid, base_net - without);
         }

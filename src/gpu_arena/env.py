@@ -30,7 +30,7 @@ RULE_JUDGE = "rule"
 DEFAULT_OPPONENT = SEAT_DEFAULT  # each opponent seat plays the archetype its world assigned
 ENGINES = ("auto", "python", "rust")
 ENGINE_VARIABLE = "GPU_ARENA_ENGINE"
-DEFAULT_ENGINE = "python"
+DEFAULT_ENGINE = "auto"
 
 
 def check_world_args(task: Any, split: Any, judge_mode: Any) -> None:
@@ -87,7 +87,7 @@ class GpuArenaEnv(Environment[ArenaAction, ArenaObservation, ArenaState]):
         engine: who plays an episode whose other seats all play their world's archetypes and
             which has no model judge: ``python`` (the core), ``rust`` (the Rust engine of decision
             0026: the same results, faster; an error where it cannot run) or ``auto`` (Rust where
-            it can, else Python). Default ``$GPU_ARENA_ENGINE``, else ``python``. Other episodes,
+            it can, else Python). Default ``$GPU_ARENA_ENGINE``, else ``auto``. Other episodes,
             and any round whose move Rust cannot hold, are played by the Python core.
     """
 
@@ -157,7 +157,7 @@ class GpuArenaEnv(Environment[ArenaAction, ArenaObservation, ArenaState]):
             return _error_observation("episode_done", "the episode is over; call reset() for a new one", done=True)
         move = read_action(action)
         if isinstance(episode, NativeEpisode):  # it asks the archetypes itself, in Rust or in Python
-            episode.step_seat(self._seat, move)
+            episode.play_seat(self._seat, move)
             self._step_count += 1
             return self._observe()
         actions: dict[str, Action | RejectedAction | None] = {self._seat: move}

@@ -146,11 +146,19 @@ class NativeEpisode:
 
     def step_seat(self, seat: str, action: Action | RejectedAction | None) -> RoundReport:
         """One round: ``seat`` plays ``action``, the archetypes theirs (each on its own view)."""
+        report = self.play_seat(seat, action)
+        return report if report is not None else self._report(self._native.last_report())
+
+    def play_seat(self, seat: str, action: Action | RejectedAction | None) -> RoundReport | None:
+        """:meth:`step_seat`, leaving the round's report unbuilt where Rust played it (None): the
+        environment reads the seat's observation instead."""
         if seat not in self.controlled:
             raise ValueError(f"{seat} is not this episode's driven seat")
         if self._python is None:
             try:
-                return self._report(self._native.step_seat(seat, action))
+                self._native.step_seat(seat, action, False)
+                self._step += 1
+                return None
             except ValueError:  # a move Rust cannot hold (nothing changed): this round and the rest in Python
                 self.to_python()
         python = self.to_python()
@@ -163,14 +171,14 @@ class NativeEpisode:
         """``Episode.step``: every seat's move given (the archetypes are not asked)."""
         if self._python is None:
             try:
-                return self._report(self._native.step(dict(actions)))
+                return self._report(self._native.step(dict(actions)), new=True)
             except ValueError:
                 pass
         return self.to_python().step(actions)
 
-    def _report(self, raw: tuple[Any, ...]) -> RoundReport:
+    def _report(self, raw: tuple[Any, ...], *, new: bool = False) -> RoundReport:
         round_index, order, results, rewards, done = raw
-        self._step += 1
+        self._step += new
         return RoundReport(round_index, order, {lid: ActionResult(*r) for lid, r in results.items()}, rewards, done)
 
     # ------------------------------------------------------------------ what callers read

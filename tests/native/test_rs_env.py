@@ -140,3 +140,22 @@ def test_a_refusal_of_a_subclass_keeps_its_code(rs: ModuleType) -> None:
         env.reset(seed=1)
         obs = env.step(FormatError("format_no_action", "no tool call"))
         assert (obs.last_action_result.ok, obs.last_action_result.code) == (False, "format_no_action")
+
+
+def test_a_round_played_in_rust_reports_as_the_python_round(rs: ModuleType) -> None:
+    from gpu_arena.core.policy import policy_move
+    from gpu_arena.core.worldgen import generate_world
+
+    for task in TASKS:
+        native = NativeEpisode(generate_world(task, "train", 6), "lab_0", rs)
+        python, policies = native.python_episode(), native.opponent_policies()
+        seat = make_policy("random_valid", seed=6)
+        while not native.done:
+            action = seat.act(python.observe("lab_0"))
+            moves = {"lab_0": action, **{lid: policy_move(p, python, lid) for lid, p in policies.items()}}
+            expected, got = python.step(moves), native.step_seat("lab_0", action)
+            assert canon([got.round_index, got.order, {k: [r.ok, r.code, r.message] for k, r in got.results.items()},
+                          got.rewards, got.done]) == \
+                canon([expected.round_index, expected.order,
+                       {k: [r.ok, r.code, r.message] for k, r in expected.results.items()}, expected.rewards,
+                       expected.done])
