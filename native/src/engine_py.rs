@@ -13,8 +13,9 @@ use crate::convert::{read_action, read_world, world_state};
 use crate::engine::{Episode, Move, Record, RoundEntry, RoundReport, LEDGER_COLUMNS};
 use crate::observe::{negotiator_reads, observe_priced, observe_with, WorldIndex};
 use crate::policies::archetypes::make_negotiator;
-use crate::policies::negotiator::Negotiator;
-use crate::policies::{negotiator_state, seeded};
+use crate::policies::negotiator::{Negotiator, PolicyError};
+use crate::policies::{negotiator_state, seeded, RandomPolicy};
+use crate::views::SeatView;
 use crate::views::{PyViewCache, ResultView};
 
 fn record_dict<'p>(py: Python<'p>, record: &Record) -> PyResult<&'p PyDict> {
@@ -93,8 +94,24 @@ fn read_move(value: &PyAny) -> PyResult<Option<Move>> {
 #[pyclass(name = "Episode", unsendable)]
 pub struct PyEpisode {
     inner: Episode,
-    opponents: Vec<(String, Negotiator)>,
+    opponents: Vec<(String, Opponent)>,
     views: PyViewCache,
+}
+
+/// A seat Rust plays: an archetype (`Negotiator`, which reads the decision aids) or `random_valid`
+/// (which reads none).
+enum Opponent {
+    Archetype(Negotiator),
+    Random(RandomPolicy),
+}
+
+impl Opponent {
+    fn act(&mut self, view: &SeatView) -> Result<crate::types::Action, PolicyError> {
+        match self {
+            Opponent::Archetype(n) => n.act(view),
+            Opponent::Random(r) => r.act(view),
+        }
+    }
 }
 
 fn report_py(py: Python, report: &RoundReport) -> PyResult<PyObject> {
@@ -129,8 +146,14 @@ impl PyEpisode {
         for (k, v) in params.iter() {
             values.insert(k.extract()?, v.extract()?);
         }
-        let policy = make_negotiator(archetype, seeded(seed)?, &values)
-            .ok_or_else(|| PyValueError::new_err(format!("no archetype {archetype:?} in Rust")))?;
+        let policy = if archetype == "random_valid" {
+            // RandomPolicy(seed, invalid_rate=0.0, risk=0.3), given the parameters it accepts
+            let get = |k: &str, d: f64| values.get(k).copied().unwrap_or(d);
+            Opponent::Random(RandomPolicy::new(seeded(seed)?, get("invalid_rate", 0.0), get("risk", 0.3)))
+        } else {
+            Opponent::Archetype(make_negotiator(archetype, seeded(seed)?, &values)
+                .ok_or_else(|| PyValueError::new_err(format!("no archetype {archetype:?} in Rust")))?)
+        };
         self.opponents.push((lab_id, policy));
         Ok(())
     }
@@ -148,9 +171,15 @@ impl PyEpisode {
         let world = &self.inner.world;
         let index = WorldIndex::new(world);
         for (lid, policy) in self.opponents.iter_mut() {
-            let reads = negotiator_reads(world, lid);
-            let view = observe_priced(world, &index, lid, None, 0.0, None, true, Some(self.inner.frontiers.clone()),
-                                      Some(&reads));
+            let frontiers = Some(self.inner.frontiers.clone());
+            let view = match policy {
+                Opponent::Archetype(_) => {
+                    let reads = negotiator_reads(world, lid);
+                    observe_priced(world, &index, lid, None, 0.0, None, true, frontiers, Some(&reads))
+                }
+                // it reads no aids (`uses_aids = False`): its view has none, as in Python
+                Opponent::Random(_) => observe_with(world, &index, lid, None, 0.0, None, false, frontiers),
+            };
             let chosen = match policy.act(&view) {
                 Ok(a) => Move::Act(a),
                 Err(e) => Move::Rejected { code: "policy_error".into(), message: e.to_string() },
@@ -180,7 +209,17 @@ impl PyEpisode {
     fn opponent_states(&self, py: Python) -> PyResult<PyObject> {
         let d = PyDict::new(py);
         for (lid, policy) in &self.opponents {
-            d.set_item(lid, negotiator_state(py, policy)?)?;
+            let state = match policy {
+                Opponent::Archetype(n) => negotiator_state(py, n)?,
+                Opponent::Random(r) => {
+                    let s = PyDict::new(py);
+                    s.set_item("invalid_rate", r.invalid_rate)?;
+                    s.set_item("risk", r.risk)?;
+                    s.set_item("rng", r.rng.to_py_state(py)?)?;
+                    s.into()
+                }
+            };
+            d.set_item(lid, state)?;
         }
         Ok(d.into())
     }

@@ -23,7 +23,7 @@ from .core.types import REWARD_COLUMNS, SPLITS, TASKS, Action, RejectedAction, W
 from .core.views import ResultView, render_text
 from .core.worldgen import generate_world
 from .models import ArenaAction, ArenaObservation, ArenaState, observation_from_view, read_action
-from .native_episode import NativeEpisode, native_engine
+from .native_episode import RUST_SEAT_POLICIES, NativeEpisode, native_engine
 from .policies import SEAT_DEFAULT, make_seat_policy
 
 RULE_JUDGE = "rule"
@@ -139,7 +139,8 @@ class GpuArenaEnv(Environment[ArenaAction, ArenaObservation, ArenaState]):
         self._policies = self._build_opponents(world, seat, args["opponents"])
         rs = self._native_engine(judge, args["opponents"])
         if rs is not None:
-            self._episode, self._policies = NativeEpisode(world, seat, rs), {}
+            names = dict(zip(self._policies, _opponent_names(args["opponents"], list(self._policies)), strict=True))
+            self._episode, self._policies = NativeEpisode(world, seat, rs, names), {}
         else:
             self._episode = Episode(world, (seat,), judge=judge)
         self._seat, self._seed = seat, seed
@@ -262,8 +263,8 @@ class GpuArenaEnv(Environment[ArenaAction, ArenaObservation, ArenaState]):
         why = None
         if judge is not None:
             why = "a model judge is scored in Python"
-        elif not all(name == DEFAULT_OPPONENT for name in _opponent_names(opponents)):
-            why = "only the world's archetypes play in Rust"
+        elif not all(isinstance(name, str) and name in RUST_SEAT_POLICIES for name in _opponent_names(opponents)):
+            why = "Rust plays only the world's archetypes and random_valid opponents"
         rs = native_engine()
         if why is None and isinstance(rs, str):
             why = rs
@@ -324,12 +325,17 @@ class GpuArenaEnv(Environment[ArenaAction, ArenaObservation, ArenaState]):
         return out
 
 
-def _opponent_names(spec: Any) -> list[Any]:
-    """The policies an ``opponents`` argument names (objects as they are)."""
+def _opponent_names(spec: Any, seats: Sequence[str] | None = None) -> list[Any]:
+    """The policies an ``opponents`` argument names (objects as they are): one per seat of
+    ``seats`` (the opponents' seats, in order) if given."""
+    if seats is None:
+        if spec is None or isinstance(spec, str):
+            return [spec or DEFAULT_OPPONENT]
+        return list(spec.values()) if isinstance(spec, Mapping) else list(spec)
     if spec is None or isinstance(spec, str):
-        return [spec or DEFAULT_OPPONENT]
+        return [spec or DEFAULT_OPPONENT] * len(seats)
     if isinstance(spec, Mapping):
-        return list(spec.values())
+        return [spec.get(lid, DEFAULT_OPPONENT) for lid in seats]
     return list(spec)
 
 

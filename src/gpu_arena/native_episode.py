@@ -57,7 +57,8 @@ MIRRORED: tuple[str, ...] = (
     "core/observe.py", "core/views.py", "core/shocks.py", "core/judge.py", "core/serialize.py",
     "core/rules/auctions.py", "core/rules/checks.py", "core/rules/clock.py", "core/rules/coalitions.py",
     "core/rules/dispatch.py", "core/rules/holdings.py", "core/rules/limits.py", "core/rules/offers.py",
-    "core/rules/outcome.py", "policies/negotiator.py", "policies/archetypes.py", "policies/planning.py",
+    "core/rules/outcome.py", "core/policy.py", "policies/negotiator.py", "policies/archetypes.py",
+    "policies/planning.py",
 )
 MIRRORS_FILE = "mirrors.json"
 _PACKAGE = Path(__file__).resolve().parent
@@ -100,20 +101,30 @@ def _archetype_seed(world: World, lab_id: str) -> int:
     return world_seed(f"policy:{lab_id}", world.split, world.seed)
 
 
+# the seat policies Rust plays (by make_seat_policy's names): each seat's archetype, random_valid
+RUST_SEAT_POLICIES = frozenset({SEAT_DEFAULT, "random_valid"})
+
+
 class NativeEpisode:
     """An episode of ``world`` in the Rust engine: ``seat`` is driven by :meth:`step_seat`, every
-    other lab plays its world's archetype in Rust. See the module's docstring for the contract."""
+    other lab plays, in Rust, the seat policy ``opponents`` names for it (one of
+    :data:`RUST_SEAT_POLICIES`; default: its world's archetype). See the module's docstring for
+    the contract."""
 
     judge = None
     strict = False
 
-    def __init__(self, world: World, seat: str, rs: ModuleType) -> None:
+    def __init__(self, world: World, seat: str, rs: ModuleType, opponents: Mapping[str, str] | None = None) -> None:
         self.controlled: tuple[str, ...] = (seat,)
         self._params = world.params  # the task's ranges: read, never changed, not kept in Rust
         self._native = rs.Episode(world, [seat])
-        for lid, lab in world.labs.items():
-            if lid != seat:
-                self._native.add_opponent(lid, lab.archetype, _archetype_seed(world, lid), dict(lab.params))
+        self._names = {lid: (opponents or {}).get(lid, SEAT_DEFAULT) for lid in world.labs if lid != seat}
+        for lid, name in self._names.items():
+            if name not in RUST_SEAT_POLICIES:
+                raise ValueError(f"Rust plays {', '.join(sorted(RUST_SEAT_POLICIES))}, not {name!r}")
+            lab = world.labs[lid]
+            self._native.add_opponent(lid, lab.archetype if name == SEAT_DEFAULT else name,
+                                      _archetype_seed(world, lid), dict(lab.params))
         self._step = 0  # rounds played: keys the copies below
         self._copies: dict[str, tuple[int, Any]] = {}
         self._views: dict[tuple[str, bool], tuple[int, SeatView]] = {}
@@ -281,7 +292,7 @@ class NativeEpisode:
         world = self.world_copy()
         out: dict[str, Any] = {}
         for lid, state in self._native.opponent_states().items():
-            policy = make_seat_policy(world, lid, SEAT_DEFAULT)
+            policy = make_seat_policy(world, lid, self._names[lid])
             for name, value in state.items():
                 if name == "rng":
                     rng = random.Random()
@@ -332,4 +343,4 @@ def world_from_state(state: Mapping[str, Any], params: Any) -> World:
         reward_scale=dict(state["reward_scale"]), judge_mode=state["judge_mode"], version=state["version"])
 
 
-__all__ = ["MIRRORED", "NativeEpisode", "mirror_digests", "native_engine", "world_from_state"]
+__all__ = ["MIRRORED", "RUST_SEAT_POLICIES", "NativeEpisode", "mirror_digests", "native_engine", "world_from_state"]

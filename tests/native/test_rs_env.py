@@ -24,10 +24,10 @@ def _obs(o: Any) -> Any:
 
 
 def play(engine: str, task: str, seed: int, moves: list[Any], judge_mode: str = "none",
-         fork_at: int | None = None) -> list[Any]:
+         fork_at: int | None = None, opponents: Any = None) -> list[Any]:
     """Everything an episode shows: each observation, then the transcript and the metrics. The
     seat plays ``moves`` while they last, then ``random_valid``; ``fork_at`` continues a fork."""
-    env = GpuArenaEnv(task=task, engine=engine, judge_mode=judge_mode)
+    env = GpuArenaEnv(task=task, engine=engine, judge_mode=judge_mode, opponents=opponents)
     seen = [_obs(env.reset(seed=seed))]
     policy = make_policy("random_valid", seed=seed)
     moves = list(moves)
@@ -48,6 +48,18 @@ def play(engine: str, task: str, seed: int, moves: list[Any], judge_mode: str = 
 def test_random_seats_see_the_same_episode(rs: ModuleType, task: str) -> None:
     for seed in range(4):
         assert play("rust", task, seed, []) == play("python", task, seed, [])
+
+
+@pytest.mark.parametrize("task", TASKS)
+def test_random_valid_opponents_play_the_same_in_rust(rs: ModuleType, task: str) -> None:
+    mixed = {"lab_1": "random_valid"}  # the others their archetypes
+    for seed in range(4):
+        assert play("rust", task, seed, [], opponents="random_valid") == \
+            play("python", task, seed, [], opponents="random_valid")
+        assert play("rust", task, seed, [], opponents=mixed) == play("python", task, seed, [], opponents=mixed)
+    env = GpuArenaEnv(task=task, engine="auto", opponents="random_valid")
+    env.reset(seed=0)
+    assert isinstance(env.episode, NativeEpisode)
 
 
 def test_judge_mode_plays_the_same(rs: ModuleType) -> None:
@@ -102,14 +114,16 @@ def test_reading_the_state_moves_nothing(rs: ModuleType) -> None:
 def test_a_fork_plays_on_as_the_original_would(rs: ModuleType) -> None:
     for task in TASKS:
         assert play("rust", task, 3, [], fork_at=2) == play("python", task, 3, [])
+        assert play("rust", task, 3, [], fork_at=2, opponents="random_valid") == \
+            play("python", task, 3, [], opponents="random_valid")
 
 
 def test_other_opponents_or_a_model_judge_stay_in_python(rs: ModuleType) -> None:
-    env = GpuArenaEnv(task="market_round", engine="auto", opponents="random_valid")
+    env = GpuArenaEnv(task="market_round", engine="auto", opponents="rule_expert")
     env.reset(seed=0)
     assert not isinstance(env.episode, NativeEpisode)
     with pytest.raises(ValueError, match="archetypes"):
-        GpuArenaEnv(task="market_round", engine="rust", opponents="random_valid").reset(seed=0)
+        GpuArenaEnv(task="market_round", engine="rust", opponents=["archetypes", "rule_expert"]).reset(seed=0)
     with pytest.raises(ValueError, match="unknown engine"):
         GpuArenaEnv(engine="fast")
 
@@ -159,3 +173,29 @@ def test_a_round_played_in_rust_reports_as_the_python_round(rs: ModuleType) -> N
                 canon([expected.round_index, expected.order,
                        {k: [r.ok, r.code, r.message] for k, r in expected.results.items()}, expected.rewards,
                        expected.done])
+
+
+def test_random_valid_with_malformed_moves_plays_the_same_in_rust(rs: ModuleType) -> None:
+    import copy as copying
+
+    from gpu_arena.core.engine import Episode
+    from gpu_arena.core.policy import policy_move
+    from gpu_arena.core.worldgen import generate_world
+    from gpu_arena.policies import make_seat_policy
+
+    for task in TASKS:
+        for seed in range(3):
+            world = generate_world(task, "train", seed)
+            for lab in world.labs.values():
+                lab.params["invalid_rate"] = 0.4  # RandomPolicy takes it: every fourth move or so is garbage
+            names = {lid: "random_valid" for lid in world.labs if lid != "lab_0"}
+            native = NativeEpisode(copying.deepcopy(world), "lab_0", rs, names)
+            python = Episode(world, ("lab_0",))
+            policies = {lid: make_seat_policy(world, lid, "random_valid") for lid in names}
+            while not python.done:
+                moves = {"lab_0": Action("wait"), **{lid: policy_move(p, python, lid) for lid, p in policies.items()}}
+                python.step(moves)
+                native.step_seat("lab_0", Action("wait"))
+            assert canon(native.transcript) == canon(python.transcript)
+            assert any("rejected" in a or a.get("action_type") == "launch_rockets"
+                       for r in python.transcript for a in r["actions"].values()) or task == "single_trade"

@@ -10,6 +10,7 @@
 pub mod archetypes;
 pub mod negotiator;
 pub mod planning;
+pub mod random;
 
 use indexmap::IndexMap;
 use pyo3::exceptions::PyValueError;
@@ -25,6 +26,7 @@ use crate::views::*;
 pub use archetypes::{make_negotiator, ARCHETYPES};
 pub use negotiator::{Archetype, Negotiator, NegotiatorParams, PolicyError};
 pub use planning::OwnPlanner;
+pub use random::RandomPolicy;
 
 /// `random.Random(seed)` for any int seed a policy gets (`world_seed` gives 64 unsigned bits).
 pub fn seeded(seed: &PyAny) -> PyResult<PyRandom> {
