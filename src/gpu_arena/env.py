@@ -84,8 +84,8 @@ class GpuArenaEnv(Environment[ArenaAction, ArenaObservation, ArenaState]):
             (see ``gpu_arena.llm.judge``), or any ``PitchJudge`` object. Its effect is bounded and
             a failing judge falls back to the rule judge (``gpu_arena.core.judge``). A judge name
             is resolved once per environment, so its ``ledger`` spans episodes (``self.judge``).
-        engine: who plays an episode whose other seats all play their world's archetypes and
-            which has no model judge: ``python`` (the core), ``rust`` (the Rust engine of decision
+        engine: who plays an episode whose other seats all play their world's archetypes (or
+            ``random_valid``) and which has no model judge: ``python`` (the core), ``rust`` (the Rust engine of decision
             0026: the same results, faster; an error where it cannot run) or ``auto`` (Rust where
             it can, else Python). Default ``$GPU_ARENA_ENGINE``, else ``auto``. Other episodes,
             and any round whose move Rust cannot hold, are played by the Python core.

@@ -1,8 +1,8 @@
 """The core ``Episode``'s interface over the Rust engine (decision 0026).
 
 A :class:`NativeEpisode` plays a world in ``gpu_arena_rs`` with one seat driven from outside and
-every other seat played, in Rust too, by the archetype its world assigned: the environment's
-default. It answers what callers of :class:`~gpu_arena.core.engine.Episode` read (``done``,
+every other seat played, in Rust too, by the archetype its world assigned (the environment's
+default) or by ``random_valid``. It answers what callers of :class:`~gpu_arena.core.engine.Episode` read (``done``,
 ``observe``, ``transcript``, ``last_results``, ``last_rewards``, ``phi``, ``returns``, ``world``,
 ``metrics``, ``snapshot``) with the same values, bit for bit (``tests/native/``). Where a caller
 needs the Python objects themselves (it reads ``world``, the god view a policy binds to and may
