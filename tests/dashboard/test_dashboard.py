@@ -319,7 +319,7 @@ def test_the_actions_said_to_move_each_column_are_the_ones_that_do(monkeypatch: 
     from gpu_arena.policies import make_policy
 
     for task, seed, policy in [(t, s, p) for t in TASKS for s in range(3) for p in ("random_valid", "rule_expert")]:
-        env = GpuArenaEnv(opponents="random_valid")
+        env = GpuArenaEnv(opponents="random_valid", engine="python")  # the spy watches the Python core's rules
         obs = env.reset(seed=seed, task=task, judge_mode="rule")
         me = make_policy(policy, seed=seed)
         while not obs.done:
