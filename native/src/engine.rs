@@ -115,19 +115,6 @@ fn flat(v: &PyValue) -> bool {
     }
 }
 
-fn type_name(v: &PyValue) -> &'static str {
-    match v {
-        PyValue::None => "NoneType",
-        PyValue::Bool(_) => "bool",
-        PyValue::Int(_) => "int",
-        PyValue::Float(_) => "float",
-        PyValue::Str(_) => "str",
-        PyValue::List(_) => "list",
-        PyValue::Tuple(_) => "tuple",
-        PyValue::Dict(_) => "dict",
-    }
-}
-
 fn as_list(v: &PyValue) -> PyValue {
     match v {
         PyValue::Tuple(xs) => PyValue::List(xs.clone()),
@@ -152,7 +139,7 @@ pub fn action_record(action: &Action) -> Result<Record, ActionError> {
     let kind = &action.action_type;
     if !(is_plain(kind) || matches!(kind, PyValue::Tuple(_)) && flat(kind)) {
         return Err(ActionError::new("invalid_type",
-                                    format!("action_type must be a string, not {}", type_name(kind))));
+                                    format!("action_type must be a string, not {}", kind.type_name())));
     }
     let mut out: Record = vec![("action_type".to_string(), as_list(kind))];
     for (name, v) in fields(action).into_iter().skip(1) {
@@ -209,18 +196,6 @@ fn standard_record(record: &Record, result: &ActionResult, overtaken: bool) -> R
     record.iter().filter(|(_, v)| json_standard(v)).cloned().collect()
 }
 
-fn truthy(v: &PyValue) -> bool {
-    match v {
-        PyValue::None => false,
-        PyValue::Bool(b) => *b,
-        PyValue::Int(i) => *i != 0,
-        PyValue::Float(x) => *x != 0.0,
-        PyValue::Str(s) => !s.is_empty(),
-        PyValue::List(xs) | PyValue::Tuple(xs) => !xs.is_empty(),
-        PyValue::Dict(kv) => !kv.is_empty(),
-    }
-}
-
 fn budget_token(lab_id: &str) -> String {
     format!("budget:{lab_id}")
 }
@@ -258,13 +233,13 @@ pub fn referenced_ids(world: &World, lab_id: &str, action: &Action) -> HashSet<S
         }
     }
     let kind = action.kind().unwrap_or("");
-    if kind == "finish" || (kind == "allocate_to_job" && !truthy(&action.job_id) && !truthy(&action.block_ids)) {
+    if kind == "finish" || (kind == "allocate_to_job" && !action.job_id.truthy() && !action.block_ids.truthy()) {
         ids.extend(world.blocks.values().filter(|b| b.owner.as_deref() == Some(lab_id)).map(|b| b.block_id.clone()));
     }
     if kind == "make_pitch" || kind == "counter_pitch" {
         ids.extend(world.auctions.keys().cloned());
     }
-    if (kind == "send_offer" || kind == "counter_offer") && truthy(&action.requested_payment) {
+    if (kind == "send_offer" || kind == "counter_offer") && action.requested_payment.truthy() {
         let mut payer = match &action.target_lab_id {
             PyValue::Str(s) => Some(s.clone()),
             _ => None,

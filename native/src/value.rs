@@ -81,6 +81,32 @@ pub enum PyValue {
 pub const MAX_DEPTH: usize = 200;
 
 impl PyValue {
+    /// `type(value).__name__`.
+    pub fn type_name(&self) -> &'static str {
+        match self {
+            PyValue::None => "NoneType",
+            PyValue::Bool(_) => "bool",
+            PyValue::Int(_) => "int",
+            PyValue::Float(_) => "float",
+            PyValue::Str(_) => "str",
+            PyValue::List(_) => "list",
+            PyValue::Tuple(_) => "tuple",
+            PyValue::Dict(_) => "dict",
+        }
+    }
+
+    /// Python's truthiness (`bool(value)`); NaN is truthy: it is not equal to zero.
+    pub fn truthy(&self) -> bool {
+        match self {
+            PyValue::None => false,
+            PyValue::Bool(b) => *b,
+            PyValue::Int(i) => *i != 0,
+            PyValue::Float(x) => *x != 0.0,
+            PyValue::Str(s) => !s.is_empty(),
+            PyValue::List(xs) | PyValue::Tuple(xs) => !xs.is_empty(),
+            PyValue::Dict(kv) => !kv.is_empty(),
+        }
+    }
     /// Python's `repr(value)`.
     pub fn repr(&self) -> String {
         let mut out = String::new();

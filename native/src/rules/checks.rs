@@ -21,16 +21,7 @@ pub fn opt_str(x: &Option<String>) -> &str {
 
 /// `type(value).__name__` of a field's value.
 pub fn type_name(value: &PyValue) -> &'static str {
-    match value {
-        PyValue::None => "NoneType",
-        PyValue::Bool(_) => "bool",
-        PyValue::Int(_) => "int",
-        PyValue::Float(_) => "float",
-        PyValue::Str(_) => "str",
-        PyValue::List(_) => "list",
-        PyValue::Tuple(_) => "tuple",
-        PyValue::Dict(_) => "dict",
-    }
+    value.type_name()
 }
 
 /// `f"{x:.2f}"`: the money amounts the messages show.

@@ -11,20 +11,6 @@ use crate::types::{Action, BlockStatus, Event, JobStatus, World};
 use crate::valuation::{best_allocation, block_fits};
 use crate::value::PyValue;
 
-/// Python's truthiness of a field's value (`not action.block_ids`).
-fn truthy(value: &PyValue) -> bool {
-    match value {
-        PyValue::None => false,
-        PyValue::Bool(b) => *b,
-        PyValue::Int(i) => *i != 0,
-        // NaN is truthy: it is not equal to zero
-        PyValue::Float(x) => *x != 0.0,
-        PyValue::Str(s) => !s.is_empty(),
-        PyValue::List(xs) | PyValue::Tuple(xs) => !xs.is_empty(),
-        PyValue::Dict(xs) => !xs.is_empty(),
-    }
-}
-
 /// `allocate_now`: allocate received blocks to the job `job_id` where they fit and the owner can
 /// pay the energy; the ids of the blocks allocated.
 ///
@@ -147,7 +133,7 @@ pub fn release(world: &mut World, lab_id: &str, action: &Action) -> RuleResult<O
 /// with neither, the lab's whole best plan.
 pub fn allocate(world: &mut World, lab_id: &str, action: &Action) -> RuleResult<Outcome> {
     let no_job = matches!(action.job_id, PyValue::None);
-    if no_job && !truthy(&action.block_ids) {
+    if no_job && !action.block_ids.truthy() {
         let done = auto_allocate(world, lab_id, None);
         let mut affected = coalition_peers(world, lab_id);
         affected.insert(lab_id.to_string());
