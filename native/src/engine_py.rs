@@ -10,7 +10,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyTuple, PyType};
 
 use crate::convert::{read_action, read_world, world_state};
-use crate::engine::{Episode, Move, Record, RoundEntry, RoundReport, LEDGER_COLUMNS};
+use crate::engine::{ActionResult, Episode, Move, Record, RoundEntry, RoundReport, LEDGER_COLUMNS};
 use crate::observe::{negotiator_reads, observe_priced, observe_with, WorldIndex};
 use crate::policies::archetypes::make_negotiator;
 use crate::policies::negotiator::{Negotiator, PolicyError};
@@ -114,15 +114,22 @@ impl Opponent {
     }
 }
 
+/// Each lab's result as `(ok, code, message)` and its reward row, as Python dicts.
+fn results_py<'p>(py: Python<'p>, results: &IndexMap<String, ActionResult>, rewards: &IndexMap<String, [f64; 11]>)
+    -> PyResult<(&'p PyDict, &'p PyDict)> {
+    let out = PyDict::new(py);
+    for (lid, r) in results {
+        out.set_item(lid, PyTuple::new(py, [r.ok.to_object(py), r.code.to_object(py), r.message.to_object(py)]))?;
+    }
+    let rows = PyDict::new(py);
+    for (lid, row) in rewards {
+        rows.set_item(lid, row_dict(py, row)?)?;
+    }
+    Ok((out, rows))
+}
+
 fn report_py(py: Python, report: &RoundReport) -> PyResult<PyObject> {
-    let results = PyDict::new(py);
-    for (lid, r) in &report.results {
-        results.set_item(lid, PyTuple::new(py, [r.ok.to_object(py), r.code.to_object(py), r.message.to_object(py)]))?;
-    }
-    let rewards = PyDict::new(py);
-    for (lid, row) in &report.rewards {
-        rewards.set_item(lid, row_dict(py, row)?)?;
-    }
+    let (results, rewards) = results_py(py, &report.results, &report.rewards)?;
     Ok((report.round_index, report.order.clone(), results, rewards, report.done).into_py(py))
 }
 
@@ -226,15 +233,7 @@ impl PyEpisode {
 
     /// `(ok, code, message)` of each lab's last move, and its last reward row.
     fn last(&self, py: Python) -> PyResult<PyObject> {
-        let results = PyDict::new(py);
-        for (lid, r) in &self.inner.last_results {
-            results.set_item(lid, PyTuple::new(py, [r.ok.to_object(py), r.code.to_object(py), r.message.to_object(py)]))?;
-        }
-        let rewards = PyDict::new(py);
-        for (lid, row) in &self.inner.last_rewards {
-            rewards.set_item(lid, row_dict(py, row)?)?;
-        }
-        Ok((results, rewards).into_py(py))
+        Ok(results_py(py, &self.inner.last_results, &self.inner.last_rewards)?.into_py(py))
     }
 
     /// `Episode.observe(lab_id, aids=aids)`: the seat's view (with every aid priced), as the

@@ -136,13 +136,15 @@ class GpuArenaEnv(Environment[ArenaAction, ArenaObservation, ArenaState]):
         world = generate_world(task, split, seed, judge_mode)
         if seat not in world.labs:
             raise ValueError(f"unknown seat {seat!r}; {task} seed {seed} has {', '.join(world.labs)}")
-        self._policies = self._build_opponents(world, seat, args["opponents"])
-        rs = self._native_engine(judge, args["opponents"])
-        if rs is not None:
-            names = dict(zip(self._policies, _opponent_names(args["opponents"], list(self._policies)), strict=True))
-            self._episode, self._policies = NativeEpisode(world, seat, rs, names), {}
-        else:
+        chosen = _chosen_opponents(world, seat, args["opponents"])
+        rs = self._native_engine(judge, chosen)
+        if isinstance(rs, str):  # the Python core plays it, with these policies
+            self._policies = self._build_opponents(world, chosen)
+            if self.engine == "rust":
+                raise ValueError(f"engine='rust' cannot play this episode: {rs}")
             self._episode = Episode(world, (seat,), judge=judge)
+        else:  # Rust plays the other seats: no Python policy is built for them
+            self._episode, self._policies = NativeEpisode(world, seat, rs, chosen), {}
         self._seat, self._seed = seat, seed
         self.judge = judge
         self._episode_id = episode_id or str(uuid.uuid4())
@@ -256,23 +258,16 @@ class GpuArenaEnv(Environment[ArenaAction, ArenaObservation, ArenaState]):
             "episode_id": self._episode_id, "seed": self._seed, "task": view.task, "split": view.split,
             "step": self._step_count})
 
-    def _native_engine(self, judge: PitchJudge | None, opponents: Any) -> Any:
-        """The Rust engine where this environment plays the episode there (see ``engine``)."""
+    def _native_engine(self, judge: PitchJudge | None, chosen: Mapping[str, Any]) -> Any:
+        """The Rust engine where this environment plays the episode there (see ``engine``), else
+        why not; ``chosen``: the other seats' policies, as :func:`_chosen_opponents` reads them."""
         if self.engine == "python":
-            return None
-        why = None
+            return "engine='python'"
         if judge is not None:
-            why = "a model judge is scored in Python"
-        elif not all(isinstance(name, str) and name in RUST_SEAT_POLICIES for name in _opponent_names(opponents)):
-            why = "Rust plays only the world's archetypes and random_valid opponents"
-        rs = native_engine()
-        if why is None and isinstance(rs, str):
-            why = rs
-        if why is None:
-            return rs
-        if self.engine == "rust":
-            raise ValueError(f"engine='rust' cannot play this episode: {why}")
-        return None
+            return "a model judge is scored in Python"
+        if not all(isinstance(name, str) and name in RUST_SEAT_POLICIES for name in chosen.values()):
+            return "Rust plays only the world's archetypes and random_valid opponents"
+        return native_engine()
 
     def _to_python(self, episode: NativeEpisode) -> Episode:
         """Hand ``episode`` to the Python core where it stands, the archetypes' state included,
@@ -299,21 +294,8 @@ class GpuArenaEnv(Environment[ArenaAction, ArenaObservation, ArenaState]):
             return spec
         raise ValueError("judge must be 'rule', an LLM judge name (llm:openai:<model>@<base_url>) or a PitchJudge")
 
-    def _build_opponents(self, world: World, seat: str, spec: Any) -> dict[str, Policy]:
-        others = [lid for lid in world.labs if lid != seat]
-        if spec is None or isinstance(spec, str):
-            chosen: dict[str, Any] = dict.fromkeys(others, spec or DEFAULT_OPPONENT)
-        elif isinstance(spec, Mapping):
-            extra = set(spec) - set(others)
-            if extra:
-                raise ValueError(f"opponents names seats that are not opponents: {', '.join(sorted(extra))}")
-            chosen = {lid: spec.get(lid, DEFAULT_OPPONENT) for lid in others}
-        elif isinstance(spec, Sequence):
-            if len(spec) != len(others):
-                raise ValueError(f"opponents lists {len(spec)} policies for {len(others)} seats ({', '.join(others)})")
-            chosen = dict(zip(others, spec, strict=True))
-        else:
-            raise ValueError("opponents must be a policy name, a list of names, or a mapping seat -> name")
+    def _build_opponents(self, world: World, chosen: Mapping[str, Any]) -> dict[str, Policy]:
+        """The policies ``chosen`` names (see :func:`_chosen_opponents`), by seat."""
         out: dict[str, Policy] = {}
         for lid, p in chosen.items():
             if isinstance(p, str):
@@ -325,18 +307,22 @@ class GpuArenaEnv(Environment[ArenaAction, ArenaObservation, ArenaState]):
         return out
 
 
-def _opponent_names(spec: Any, seats: Sequence[str] | None = None) -> list[Any]:
-    """The policies an ``opponents`` argument names (objects as they are): one per seat of
-    ``seats`` (the opponents' seats, in order) if given."""
-    if seats is None:
-        if spec is None or isinstance(spec, str):
-            return [spec or DEFAULT_OPPONENT]
-        return list(spec.values()) if isinstance(spec, Mapping) else list(spec)
+def _chosen_opponents(world: World, seat: str, spec: Any) -> dict[str, Any]:
+    """What an ``opponents`` argument gives each seat but ``seat``, in world order: a policy name
+    or object (``ValueError`` for a spec that does not fit the world's seats)."""
+    others = [lid for lid in world.labs if lid != seat]
     if spec is None or isinstance(spec, str):
-        return [spec or DEFAULT_OPPONENT] * len(seats)
+        return dict.fromkeys(others, spec or DEFAULT_OPPONENT)
     if isinstance(spec, Mapping):
-        return [spec.get(lid, DEFAULT_OPPONENT) for lid in seats]
-    return list(spec)
+        extra = set(spec) - set(others)
+        if extra:
+            raise ValueError(f"opponents names seats that are not opponents: {', '.join(sorted(extra))}")
+        return {lid: spec.get(lid, DEFAULT_OPPONENT) for lid in others}
+    if isinstance(spec, Sequence):
+        if len(spec) != len(others):
+            raise ValueError(f"opponents lists {len(spec)} policies for {len(others)} seats ({', '.join(others)})")
+        return dict(zip(others, spec, strict=True))
+    raise ValueError("opponents must be a policy name, a list of names, or a mapping seat -> name")
 
 
 def _copy_policies(policies: Mapping[str, Policy]) -> dict[str, Policy]:

@@ -224,13 +224,21 @@ class NativeEpisode:
     def last_results(self) -> dict[str, ActionResult]:
         if self._python is not None:
             return self._python.last_results
-        return self._copy("results", lambda: {lid: ActionResult(*r) for lid, r in self._native.last()[0].items()})
+        return self._last()[0]
 
     @property
     def last_rewards(self) -> dict[str, dict[str, float]]:
         if self._python is not None:
             return self._python.last_rewards
-        return self._copy("rewards", lambda: self._native.last()[1])
+        return self._last()[1]
+
+    def _last(self) -> tuple[dict[str, ActionResult], dict[str, dict[str, float]]]:
+        """Each lab's last result and reward row, read from Rust together (once a round)."""
+        def read() -> tuple[dict[str, ActionResult], dict[str, dict[str, float]]]:
+            results, rewards = self._native.last()
+            return {lid: ActionResult(*r) for lid, r in results.items()}, rewards
+
+        return self._copy("last", read)
 
     def _ledger(self) -> tuple[dict[str, tuple[float, float]], dict[str, float], dict[str, float]]:
         if self._python is not None:

@@ -23,6 +23,7 @@ import sys
 import sysconfig
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 # the modules the build compiles: small, typed, and free of the project's classes (see kernels.py)
 COMPILED: tuple[str, ...] = ("gpu_arena.core.kernels",)
@@ -53,15 +54,10 @@ def interpreter_tag() -> str:
 def _compiled(name: str, source: Path) -> ModuleType | str:
     """The compiled module ``name``, loaded under its own name, or why not (a build that fails to
     load raises: :func:`load` reports it and runs the source)."""
-    if os.environ.get("GPU_ARENA_NATIVE", "1") == "0":
-        return "GPU_ARENA_NATIVE=0"
     where = native_dir()
-    try:
-        manifest = json.loads((where / MANIFEST).read_text())
-    except (OSError, ValueError):
-        return "not built (make install builds it)"
-    if not isinstance(manifest, dict) or manifest.get("abi") != interpreter_tag():
-        return "not built for this interpreter (make install builds it)"
+    manifest = _manifest(where / MANIFEST)
+    if isinstance(manifest, str):
+        return manifest
     entry = manifest.get("modules", {}).get(name)
     if not isinstance(entry, dict):
         return "not built (make install builds it)"
@@ -73,6 +69,19 @@ def _compiled(name: str, source: Path) -> ModuleType | str:
         if lib_name not in sys.modules:
             _load_extension(lib_name, where / filename)
     return _load_extension(name, where / entry["file"])
+
+
+def _manifest(path: Path) -> dict[str, Any] | str:
+    """A build's manifest where builds are on and it was made for this interpreter, else why not."""
+    if os.environ.get("GPU_ARENA_NATIVE", "1") == "0":
+        return "GPU_ARENA_NATIVE=0"
+    try:
+        manifest = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return "not built (make install builds it)"
+    if not isinstance(manifest, dict) or manifest.get("abi") != interpreter_tag():
+        return "not built for this interpreter (make install builds it)"
+    return manifest
 
 
 def _load_extension(name: str, path: Path) -> ModuleType:
@@ -158,15 +167,10 @@ def rust() -> ModuleType | str:
 
 
 def _rust() -> ModuleType | str:
-    if os.environ.get("GPU_ARENA_NATIVE", "1") == "0":
-        return "GPU_ARENA_NATIVE=0"
     where = native_dir()
-    try:
-        manifest = json.loads((where / RUST_MANIFEST).read_text())
-    except (OSError, ValueError):
-        return "not built (make install builds it)"
-    if not isinstance(manifest, dict) or manifest.get("abi") != interpreter_tag():
-        return "not built for this interpreter (make install builds it)"
+    manifest = _manifest(where / RUST_MANIFEST)
+    if isinstance(manifest, str):
+        return manifest
     crate = crate_dir()
     if crate is not None and manifest.get("sha256") != crate_digest(crate):
         return "its crate changed since the build (make install builds it again)"
