@@ -89,6 +89,11 @@ pub struct RoundReport {
 
 /// `Episode`: see the Python class for the contract. The model judge is not here: an episode
 /// with one stays in Python.
+///
+/// A clone is an independent copy (`Episode.fork`): the world with its random stream, the ledger
+/// and the transcript are copied; only the frontier cache is shared, a handle to frontiers solved
+/// by value (which no play changes), so a fork reuses what its parent solved.
+#[derive(Clone)]
 pub struct Episode {
     pub world: World,
     pub controlled: Vec<String>,

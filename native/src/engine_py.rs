@@ -99,7 +99,8 @@ pub struct PyEpisode {
 }
 
 /// A seat Rust plays: an archetype (`Negotiator`, which reads the decision aids) or `random_valid`
-/// (which reads none).
+/// (which reads none). A clone carries its parameters, kept state and random stream.
+#[derive(Clone)]
 enum Opponent {
     Archetype(Negotiator),
     Random(RandomPolicy),
@@ -141,6 +142,14 @@ impl PyEpisode {
         Episode::new(world, controlled)
             .map(|inner| PyEpisode { inner, opponents: Vec::new(), views: PyViewCache::new() })
             .map_err(PyValueError::new_err)
+    }
+
+    /// An independent copy standing where this one stands (`Episode.fork`): the world and its
+    /// random stream, the ledger, the transcript, the last results and rewards, and every
+    /// opponent's state and random stream, so the same moves play the same from here on in both.
+    /// The copy builds its own Python views (its view cache starts empty).
+    fn fork(&self) -> PyEpisode {
+        PyEpisode { inner: self.inner.clone(), opponents: self.opponents.clone(), views: PyViewCache::new() }
     }
 
     /// Seat `lab_id` is played by the archetype `archetype` (as `make_policy(archetype, seed=seed,

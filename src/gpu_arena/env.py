@@ -208,32 +208,63 @@ class GpuArenaEnv(Environment[ArenaAction, ArenaObservation, ArenaState]):
             return self._episode.opponent_policies()
         return dict(self._policies)
 
+    @property
+    def engine_playing(self) -> str | None:
+        """Who plays the current episode now: ``rust`` (the Rust engine) or ``python`` (the core,
+        from the start or since it moved there: ``episode.moved_reason`` says why); None before
+        ``reset``."""
+        episode = self._episode
+        if episode is None:
+            return None
+        return "rust" if isinstance(episode, NativeEpisode) and not episode.in_python else "python"
+
     def snapshot(self) -> dict[str, Any]:
+        """The environment at the current step, to :meth:`restore` (any number of times). Where
+        Rust plays the episode, ``native`` holds a fork of it, which :meth:`restore` plays on in
+        Rust; ``episode`` (the core's ``EpisodeSnapshot``) and ``policies`` are there in every case."""
         if self._episode is None:
             raise RuntimeError("nothing to snapshot before reset()")
-        return {"episode": self._episode.snapshot(), "seat": self._seat, "seed": self._seed,
+        snap = {"episode": self._episode.snapshot(), "seat": self._seat, "seed": self._seed,
                 "step_count": self._step_count, "episode_id": self._episode_id,
                 "policies": _copy_policies(self.policies), "judge": self.judge}
+        if isinstance(self._episode, NativeEpisode) and not self._episode.in_python:
+            snap["native"] = self._episode.fork()
+        return snap
 
     def restore(self, snap: Mapping[str, Any]) -> ArenaObservation:
-        ep_snap: EpisodeSnapshot = snap["episode"]
+        """Stand where ``snap`` (:meth:`snapshot`) was taken. A Rust episode's snapshot (``native``)
+        plays on in Rust (on a copy of it: the snapshot stays usable), unless this environment's
+        ``engine`` is ``python``; any other is played by the Python core."""
         judge = snap.get("judge")  # shared, not copied: it may hold a connection
-        if not isinstance(self._episode, Episode):  # a restored episode is played by the Python core
-            self._episode = Episode.from_snapshot(ep_snap, (snap["seat"],), judge=judge)
+        native = snap.get("native")
+        if isinstance(native, NativeEpisode) and self.engine != "python":
+            self._episode = native.fork()  # its seat is the snapshot's: both were taken together
+            self._policies = {}  # the episode asks its archetypes itself
         else:
-            self._episode.restore(ep_snap)
-            self._episode.controlled = (snap["seat"],)
-            self._episode.judge = judge
+            ep_snap: EpisodeSnapshot = snap["episode"]
+            if not isinstance(self._episode, Episode):  # a restored episode is played by the Python core
+                self._episode = Episode.from_snapshot(ep_snap, (snap["seat"],), judge=judge)
+            else:
+                self._episode.restore(ep_snap)
+                self._episode.controlled = (snap["seat"],)
+                self._episode.judge = judge
+            self._policies = _copy_policies(snap["policies"])
         self.judge = judge
         self._seat, self._seed, self._step_count = snap["seat"], snap["seed"], snap["step_count"]
         self._episode_id = snap["episode_id"]
-        self._policies = _copy_policies(snap["policies"])
         return self._observe()
 
     def fork(self) -> GpuArenaEnv:
-        """An independent copy of this environment at the current step (policies included)."""
-        other = GpuArenaEnv(**self._defaults)
-        other.restore(self.snapshot())
+        """An independent copy of this environment at the current step (policies included). A
+        Rust-played episode is forked in Rust (:meth:`NativeEpisode.fork`) and plays on there."""
+        other = GpuArenaEnv(**self._defaults, engine=self.engine)
+        episode = self._episode
+        if not isinstance(episode, NativeEpisode):
+            other.restore(self.snapshot())
+            return other
+        other._episode, other._policies = episode.fork(), {}  # it asks its archetypes itself
+        other._seat, other._seed, other._step_count = self._seat, self._seed, self._step_count
+        other._episode_id, other.judge = self._episode_id, self.judge
         return other
 
     def render(self) -> str:

@@ -8,8 +8,9 @@ default) or by ``random_valid``. It answers what callers of :class:`~gpu_arena.c
 needs the Python objects themselves (it reads ``world``, the god view a policy binds to and may
 hold) or Rust cannot go on (a move it cannot hold), the episode moves to the Python core where it
 stands, the archetypes' own state carried over, and plays on there: the same object answers, from
-then on through a Python :class:`~gpu_arena.core.engine.Episode`. :meth:`world_copy` reads the
-world without that move.
+then on through a Python :class:`~gpu_arena.core.engine.Episode` (:attr:`~NativeEpisode.moved_reason`
+says why). :meth:`world_copy` reads the world without that move. :meth:`~NativeEpisode.fork`
+copies the episode where it stands, in Rust while it plays there.
 
 :func:`native_engine` says whether the Rust engine may run here: built for the crate as it is
 (:func:`gpu_arena.core.native.rust`) and ported from the Python core as it is (every module it
@@ -104,6 +105,10 @@ def _archetype_seed(world: World, lab_id: str) -> int:
 # the seat policies Rust plays (by make_seat_policy's names): each seat's archetype, random_valid
 RUST_SEAT_POLICIES = frozenset({SEAT_DEFAULT, "random_valid"})
 
+# why an episode moved to the Python core (NativeEpisode.moved_reason)
+WORLD_READ = "world read"
+MOVE_RUST_CANNOT_HOLD = "move Rust cannot hold"
+
 
 class NativeEpisode:
     """An episode of ``world`` in the Rust engine: ``seat`` is driven by :meth:`step_seat`, every
@@ -131,6 +136,30 @@ class NativeEpisode:
         self._transcript: list[dict[str, Any]] = []
         self._python: Episode | None = None  # set once the episode has moved to the Python core
         self._policies: dict[str, Any] = {}  # the archetypes' Python policies from then on
+        self.moved_reason: str | None = None  # why it moved to the Python core (None: it has not)
+
+    def fork(self) -> NativeEpisode:
+        """An independent copy standing where this one stands, sharing nothing that play changes:
+        in Rust (``gpu_arena_rs.Episode.fork``: the world and its random stream, the ledger, the
+        transcript, the last results and rewards, each archetype's state and random stream) while
+        the episode plays there, else a fork of its Python episode with copies of the archetypes'
+        policies. The same moves then play the same in both."""
+        other = NativeEpisode.__new__(NativeEpisode)
+        other.controlled, other._params, other._names = self.controlled, self._params, dict(self._names)
+        other._native = self._native.fork()
+        other._step = self._step
+        other._copies = {}  # what they hold (dicts, a world) the caller may change: built again
+        other._views = dict(self._views)  # views are frozen values, shared by every reader
+        other._transcript = []  # read again from the fork's Rust transcript (its dicts are the caller's)
+        other._python = None if self._python is None else self._python.fork()
+        other._policies = copy.deepcopy(self._policies)
+        other.moved_reason = self.moved_reason
+        return other
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> NativeEpisode:
+        """``copy.deepcopy`` is :meth:`fork` (the Rust episode has no other copy)."""
+        other = memo[id(self)] = self.fork()
+        return other
 
     # ------------------------------------------------------------------ stepping
 
@@ -144,11 +173,13 @@ class NativeEpisode:
         """Whether the episode has moved to the Python core."""
         return self._python is not None
 
-    def to_python(self) -> Episode:
-        """Move the episode to the Python core where it stands (once); its ``Episode``."""
+    def to_python(self, reason: str = "asked") -> Episode:
+        """Move the episode to the Python core where it stands (once; ``reason`` says why, kept in
+        :attr:`moved_reason`); its ``Episode``."""
         if self._python is None:
             self._policies = self.opponent_policies()
             self._python = self.python_episode()
+            self.moved_reason = reason
         return self._python
 
     @property
@@ -171,7 +202,7 @@ class NativeEpisode:
                 self._step += 1
                 return None
             except ValueError:  # a move Rust cannot hold (nothing changed): this round and the rest in Python
-                self.to_python()
+                self.to_python(MOVE_RUST_CANNOT_HOLD)
         python = self.to_python()
         moves: dict[str, Action | RejectedAction | None] = {seat: action}
         for lid, policy in self._policies.items():
@@ -184,7 +215,7 @@ class NativeEpisode:
             try:
                 return self._report(self._native.step(dict(actions)), new=True)
             except ValueError:
-                pass
+                self.to_python(MOVE_RUST_CANNOT_HOLD)
         return self.to_python().step(actions)
 
     def _report(self, raw: tuple[Any, ...], *, new: bool = False) -> RoundReport:
@@ -261,7 +292,7 @@ class NativeEpisode:
     def world(self) -> World:
         """The world itself: a caller may hold it or bind a policy to it, so the episode moves to
         the Python core first (see :meth:`world_copy` to read it without that)."""
-        return self.to_python().world
+        return self.to_python(WORLD_READ).world
 
     def world_copy(self) -> World:
         """The world now, as a Python ``World`` to read (a copy: changing it changes nothing)."""
