@@ -26,9 +26,12 @@ trained model is measured with the decoder it was trained with.
 
 from __future__ import annotations
 
+import contextlib
 import json
+from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
 from ..core.types import ACTION_TYPES
@@ -190,6 +193,40 @@ class ActionGrammar:
     max_bytes: int
 
 
+@lru_cache(maxsize=1)
+def _tool_parameters() -> dict[str, dict[str, Any]]:
+    """Each action's tool parameters, in the tools' order (read, never changed)."""
+    return {str(t["function"]["name"]): t["function"]["parameters"] for t in action_tools()}
+
+
+@lru_cache(maxsize=8192)
+def _action_rule(action: str, ids: tuple[tuple[str, tuple[str, ...]], ...], shares_keys: tuple[str, ...],
+                 mode: str) -> tuple[str, int] | None:
+    """The grammar rule of one action given the legal ids of its fields, and the most bytes a
+    sentence of it has; None when a required id has no legal value. Cached: from one turn to the
+    next, and from one world of a task to another, most actions' ids are the same."""
+    params = _tool_parameters()[action]
+    legal = {k: list(v) for k, v in ids}
+    required = set(params.get("required", ()))
+    members: list[tuple[str, _Piece, bool]] = []
+    for name, schema in params["properties"].items():
+        piece = _value(action, name, schema, legal, list(shares_keys))
+        if piece is None:
+            if name in required:
+                return None  # a required id with no legal value: the action is not offered
+            continue
+        members.append((name, piece, name in required))
+    if mode == "tools":
+        body = _object(members, lead=False)
+        head = f'<tool_call>\n{{"name": {json.dumps(action)}, "arguments": {{'
+        tail = "}}\n</tool_call>"
+    else:
+        body = _object(members, lead=True)
+        head = f'{{"action_type": {json.dumps(action)}'
+        tail = "}"
+    return f"a_{action}: {_lit(head)} {body.lark} {_lit(tail)}", len(head.encode()) + body.max_bytes + len(tail)
+
+
 def action_grammar(legal: Mapping[str, Mapping[str, Sequence[str]]], mode: str = "tools",
                    labs: Sequence[str] = ()) -> ActionGrammar:
     """The grammar of a reply in ``mode`` (``"tools"``: the ``<tool_call>`` block of the Qwen2.5
@@ -201,31 +238,13 @@ def action_grammar(legal: Mapping[str, Mapping[str, Sequence[str]]], mode: str =
     rules: list[str] = []
     actions: list[str] = []
     longest = 0
-    for tool in action_tools():
-        fn = tool["function"]
-        action, params = str(fn["name"]), fn["parameters"]
+    for action in _tool_parameters():
         ids = legal.get(action, {})
-        required = set(params.get("required", ()))
-        members: list[tuple[str, _Piece, bool]] = []
-        for name, schema in params["properties"].items():
-            piece = _value(action, name, schema, ids, shares_keys)
-            if piece is None:
-                if name in required:
-                    break  # a required id with no legal value: the action is not offered
-                continue
-            members.append((name, piece, name in required))
-        else:
-            if mode == "tools":
-                body = _object(members, lead=False)
-                head = f'<tool_call>\n{{"name": {json.dumps(action)}, "arguments": {{'
-                tail = "}}\n</tool_call>"
-            else:
-                body = _object(members, lead=True)
-                head = f'{{"action_type": {json.dumps(action)}'
-                tail = "}"
-            rules.append(f"a_{action}: {_lit(head)} {body.lark} {_lit(tail)}")
+        rule = _action_rule(action, tuple((k, tuple(v)) for k, v in ids.items()), tuple(shares_keys), mode)
+        if rule is not None:
+            rules.append(rule[0])
             actions.append(action)
-            longest = max(longest, len(head.encode()) + body.max_bytes + len(tail))
+            longest = max(longest, rule[1])
     start = "start: " + " | ".join(f"a_{a}" for a in actions)
     return ActionGrammar("\n".join([start, *rules]), tuple(actions), longest)
 
@@ -291,6 +310,37 @@ def grammar_tokenizer(tokenizer: Any) -> Any:
     return built
 
 
+_MATCHERS_ATTR = "_gpu_arena_matchers"
+_MATCHERS_KEPT = 2048
+
+
+def compiled_matcher(tokenizer: Any, lark: str, *, cache: bool = True) -> Any:
+    """A fresh ``LLMatcher`` for ``lark``: compiled once per tokenizer and grammar text (about 2 ms
+    each), then copied for each use (about 10 us; a copy starts where the compiled one stands, at
+    the start of a reply). Worlds of a task name their blocks, jobs and labs alike, so most turns
+    ask for a grammar already compiled."""
+    import llguidance
+
+    if not cache:  # compiled for this use alone (the loop before decision 0027 did this every turn)
+        return llguidance.LLMatcher(grammar_tokenizer(tokenizer), lark, log_level=0)
+    kept: OrderedDict[str, Any] | None = getattr(tokenizer, _MATCHERS_ATTR, None)
+    if kept is None:
+        kept = OrderedDict()
+        with contextlib.suppress(AttributeError):
+            setattr(tokenizer, _MATCHERS_ATTR, kept)
+    hit = kept.get(lark)
+    if hit is None:
+        hit = llguidance.LLMatcher(grammar_tokenizer(tokenizer), lark, log_level=0)
+        if hit.is_error():
+            return hit  # not kept: the caller reports it
+        kept[lark] = hit
+        if len(kept) > _MATCHERS_KEPT:
+            kept.popitem(last=False)
+    else:
+        kept.move_to_end(lark)
+    return hit.deep_copy()
+
+
 class GrammarConstraint:
     """A ``transformers`` logits processor for a batch of replies: row ``r`` may only write a
     sentence of ``grammars[r]`` (None: the row is free). ``prompt_width`` is where the generated
@@ -302,7 +352,8 @@ class GrammarConstraint:
     whose matcher failed (a token outside the mask: never, unless ``generate`` was given other
     processors that change the choice after this one)."""
 
-    def __init__(self, tokenizer: Any, grammars: Sequence[ActionGrammar | None], prompt_width: int) -> None:
+    def __init__(self, tokenizer: Any, grammars: Sequence[ActionGrammar | None], prompt_width: int, *,
+                 cache_matchers: bool = True) -> None:
         import llguidance
 
         self.tokenizer = tokenizer
@@ -310,7 +361,7 @@ class GrammarConstraint:
         self.prompt_width = prompt_width
         lltok = grammar_tokenizer(tokenizer)
         self.vocab = int(lltok.vocab_size)
-        self.matchers = [None if g is None else llguidance.LLMatcher(lltok, g.lark, log_level=0)
+        self.matchers = [None if g is None else compiled_matcher(tokenizer, g.lark, cache=cache_matchers)
                          for g in self.grammars]
         for g, m in zip(self.grammars, self.matchers, strict=True):
             if m is not None and m.is_error():
@@ -331,19 +382,26 @@ class GrammarConstraint:
 
         generated = int(input_ids.shape[1]) - self.prompt_width
         live: list[tuple[Any, int]] = []
+        ending: list[int] = []  # rows whose sentence is complete: the end token is all they may write
         for row, m in enumerate(self.matchers):
             if m is None or m.is_error():
                 continue
             if self.fed[row] < generated:
                 new = input_ids[row, self.prompt_width + self.fed[row]:].tolist()
                 self.fed[row] = generated
-                if m.is_stopped():
-                    continue  # the row has ended; generate pads it
-                if not m.consume_tokens(new):
+                if not m.is_stopped() and not m.consume_tokens(new):
                     self.errors += 1
                     continue
-            if not m.is_stopped():
+            if m.is_stopped():
+                # llguidance stops a matcher once its sentence is complete; left free, a row went on
+                # writing after its action until another row's budget ran out (decision 0027)
+                ending.append(row)
+            else:
                 live.append((m, row))
+        if ending:
+            eos = int(self.tokenizer.eos_token_id)
+            scores[ending] = float("-inf")
+            scores[ending, eos] = 0.0
         if not live:
             return scores
         bitmask = allocate_token_bitmask(int(scores.shape[0]), self.vocab)

@@ -169,5 +169,45 @@ def json_mode_instruction() -> str:
     return "\n".join(lines)
 
 
-__all__ = ["ACTION_DESCRIPTIONS", "ACTION_FIELDS", "REQUIRED_FIELDS", "action_schema", "action_tools",
-           "json_mode_instruction"]
+__all__ = [
+    "ACTION_DESCRIPTIONS",
+    "ACTION_FIELDS",
+    "REQUIRED_FIELDS",
+    "UnreadableAction",
+    "action_arguments",
+    "action_schema",
+    "action_tools",
+    "json_mode_instruction",
+    "render_reply",
+]
+
+
+class UnreadableAction(ValueError):
+    """An action with no reply to write: a policy returned something the core cannot read."""
+
+
+def action_arguments(action: Any) -> tuple[str, dict[str, Any]]:
+    """``(action_type, arguments)`` of a core ``Action`` or ``ArenaAction``: the non-default fields
+    the type reads (:data:`ACTION_FIELDS`), in the tool schema's order."""
+    from ..core.engine import action_to_dict
+    from ..core.serialize import coerce_action
+    from ..core.types import RejectedAction
+
+    core = coerce_action(action)
+    if isinstance(core, RejectedAction):
+        raise UnreadableAction(f"the policy returned an unreadable action ({core.code}: {core.message})")
+    data = action_to_dict(core)
+    kind = str(data.pop("action_type"))
+    return kind, {name: data[name] for name in ACTION_FIELDS[kind] if name in data}
+
+
+def render_reply(action: Any, mode: str, call_id: str) -> tuple[str, list[dict[str, Any]] | None]:
+    """The assistant message an agent in ``mode`` would send for ``action``: ``(content, tool_calls)``.
+
+    Tools mode: no text and one function call whose ``arguments`` is a JSON object (a dict, the
+    Hugging Face chat-template convention). JSON mode: the action as one JSON object."""
+    kind, args = action_arguments(action)
+    if mode == "tools":
+        return "", [{"id": call_id, "type": "function", "function": {"name": kind, "arguments": args}}]
+    return json.dumps({"action_type": kind, **args}), None
+

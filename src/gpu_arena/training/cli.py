@@ -357,6 +357,9 @@ def train_rft(
     anchors: bool | None = typer.Option(None, "--anchors/--no-anchors",
                                         help="and on the unimproved worlds' greedy episodes"),
     min_return: float | None = typer.Option(None, help="keep only episodes with at least this return"),
+    workers: int = typer.Option(0, min=0, help="environment workers holding the episodes while the model "
+                                                "generates (0: in this process)"),
+    backend: str = typer.Option("process", help="the workers: process (local processes) | ray (Ray actors)"),
     seed: int = typer.Option(0, min=0, max=MAX_TRAIN_SEED, help="seed (sampling, data order)"),
     db: str | None = typer.Option(None, help="SQLite store (default .arena/arena.db or $GPU_ARENA_DB)"),
     overwrite: bool = typer.Option(False, help="write into a non-empty --output"),
@@ -384,7 +387,8 @@ def train_rft(
                      temperature=temperature, learning_rate=lr, lr_schedule=lr_schedule, epochs=epochs,
                      explore=explore, proposal=proposal, finisher=finisher, roll_in=roll_in, prefer=prefer,
                      train_on=train_on, replay=replay, teacher=teacher, cumulative=cumulative, anchors=anchors,
-                     constrained=constrained, min_return=min_return, seed=seed, db=db, overwrite=overwrite)
+                     constrained=constrained, min_return=min_return, workers=workers, backend=backend, seed=seed,
+                     db=db, overwrite=overwrite)
         run.resolved().validate()  # the run's own checks (--explore, --roll-in, --replay, ...) first
         _start(preset, model)
         _output("--output", output)
@@ -418,7 +422,10 @@ def train_pipeline(
     eval_seeds: int | None = typer.Option(None, min=1, max=MAX_SEEDS, help="holdout seeds 0..N-1"),
     eval_tasks: str | None = typer.Option(None, help="comma-separated holdout tasks (default: the task and the "
                                                      "preset's extra ones)"),
-    workers: int = typer.Option(2, min=1, help="evaluation worker processes"),
+    workers: int = typer.Option(2, min=1, help="worker processes: the evaluation's, and the RL stage's "
+                                              "environment workers (stepping, prompts, grammars off the model's path)"),
+    backend: str = typer.Option("process", help="process (local processes) | ray (Ray tasks and actors; a local "
+                                                "Ray instance unless RAY_ADDRESS names a cluster)"),
     seed: int = typer.Option(0, min=0, max=MAX_TRAIN_SEED, help="seed (initialisation, sampling, data order)"),
     db: str | None = typer.Option(None, help="SQLite store (default .arena/arena.db or $GPU_ARENA_DB)"),
     lora: bool | None = typer.Option(None, "--lora/--full", help="LoRA adapters for SFT and GRPO (merged) or full"),
@@ -437,7 +444,8 @@ def train_pipeline(
     run = PipelineRun(output=output, preset=preset, task=task, from_stage=from_stage, to_stage=to_stage,
                       rl_method=rl_method, model=model, data_seeds=data_seeds, sft_steps=max_steps,
                       rl_iterations=rl_steps, rl_worlds=rl_worlds, constrained=constrained, eval_seeds=eval_seeds,
-                      eval_tasks=tuple(split_list(eval_tasks)) if eval_tasks else None, workers=workers, seed=seed, db=db,
+                      eval_tasks=tuple(split_list(eval_tasks)) if eval_tasks else None, workers=workers,
+                      backend=backend, seed=seed, db=db,
                       lora=lora, accel=_accel(use_vllm, vllm_mode, vllm_server_url, bf16, gradient_checkpointing))
     try:
         # the run's own checks (stages, tasks, --rl, and the model the sft stage starts from) before the

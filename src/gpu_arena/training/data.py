@@ -29,13 +29,12 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..core.engine import action_to_dict
-from ..core.serialize import coerce_action
 from ..core.tasks import task_params
-from ..core.types import SPLITS, TASKS, RejectedAction
+from ..core.types import SPLITS, TASKS
+from ..llm import tools
 from ..llm.parsing import FormatError, parse_action
 from ..llm.prompts import MODES, Conversation, Mode
-from ..llm.tools import ACTION_FIELDS, action_tools
+from ..llm.tools import action_tools
 
 DATASET_DIR = "dataset"  # save_to_disk output inside the data directory
 JSONL_NAME = "sft.jsonl"
@@ -47,25 +46,21 @@ class DataError(ValueError):
 
 
 def action_arguments(action: Any) -> tuple[str, dict[str, Any]]:
-    """``(action_type, arguments)`` of a core ``Action`` or ``ArenaAction``: the non-default fields
-    the type reads (:data:`gpu_arena.llm.tools.ACTION_FIELDS`), in the tool schema's order."""
-    core = coerce_action(action)
-    if isinstance(core, RejectedAction):
-        raise DataError(f"the policy returned an unreadable action ({core.code}: {core.message})")
-    data = action_to_dict(core)
-    kind = str(data.pop("action_type"))
-    return kind, {name: data[name] for name in ACTION_FIELDS[kind] if name in data}
+    """``(action_type, arguments)`` of an action (:func:`gpu_arena.llm.tools.action_arguments`);
+    an unreadable one is a :class:`DataError`."""
+    try:
+        return tools.action_arguments(action)
+    except tools.UnreadableAction as e:
+        raise DataError(str(e)) from e
 
 
 def render_reply(action: Any, mode: Mode, call_id: str) -> tuple[str, list[dict[str, Any]] | None]:
-    """The assistant message an agent in ``mode`` would send for ``action``: ``(content, tool_calls)``.
-
-    Tools mode: no text and one function call whose ``arguments`` is a JSON object (a dict, the
-    Hugging Face chat-template convention). JSON mode: the action as one JSON object."""
-    kind, args = action_arguments(action)
-    if mode == "tools":
-        return "", [{"id": call_id, "type": "function", "function": {"name": kind, "arguments": args}}]
-    return json.dumps({"action_type": kind, **args}), None
+    """The assistant message an agent in ``mode`` would send for ``action``
+    (:func:`gpu_arena.llm.tools.render_reply`); an unreadable action is a :class:`DataError`."""
+    try:
+        return tools.render_reply(action, mode, call_id)
+    except tools.UnreadableAction as e:
+        raise DataError(str(e)) from e
 
 
 @dataclass

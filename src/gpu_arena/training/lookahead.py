@@ -26,13 +26,12 @@ turn is kept as a prompt-completion record (:func:`correction_record`).
 
 from __future__ import annotations
 
-import copy
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from ..llm.parsing import FormatError, parse_action
+from ..rollouts.engine import Flight
 from .rollouts import Answer, BatchedSampler, Rollout, RolloutStats, World
 
 
@@ -75,12 +74,14 @@ def finish_with(policy: str, env: Any, seat: str, seed: int) -> float:
 def improve(sampler: BatchedSampler, worlds: Sequence[World], *, samples: int = 3, proposals: int = 2,
             seed: int = 0, finisher: str | None = None, roll_in: str = "best", prefer: str = "greedy"
             ) -> tuple[list[Improved], RolloutStats]:
-    """Search every world's episode with one-turn lookahead (see the module docstring).
+    """Search every world's episode with one-turn lookahead (see the module docstring), on the
+    sampler's rollout engine: the episodes and their forks live in its workers.
 
     ``finisher``: a scripted policy that finishes the forked episodes instead of the model, so a
     candidate's value is its return-to-go under that policy (the rollout algorithm with the
     scripted policy as its base: the chosen move is at least as good as the base policy's own
-    move, when that move is a candidate). No model time goes into the continuations then.
+    move, when that move is a candidate). No model time goes into the continuations then, and
+    each candidate is scored where its episode lives, in one request per worker.
 
     ``roll_in``: which move each episode goes on with, ``best`` (the best candidate: the improved
     episode) or ``greedy`` (the model's own answer, so the next turns are searched in the states the
@@ -89,39 +90,34 @@ def improve(sampler: BatchedSampler, worlds: Sequence[World], *, samples: int = 
     move, unless the greedy answer or a sample is strictly better)."""
     if roll_in not in ROLL_IN or prefer not in PREFER:
         raise ValueError(f"roll_in must be one of {ROLL_IN} and prefer one of {PREFER}")
-    started = time.perf_counter()
-    stats = RolloutStats(0, 0, 0, 0, 0.0, 0.0)
-    states = [sampler.start(w) for w in worlds]
-    envs = [s[0] for s in states]
-    convs = [s[1] for s in states]
-    obs = [s[2] for s in states]
-    rollouts = [Rollout(world=w, messages=c.transcript) for w, c in zip(worlds, convs, strict=True)]
-    greedy_return: list[float | None] = [None] * len(worlds)
+    engine, pool = sampler.engine, sampler.pool
+    mark = engine.begin()
+    flight = engine.open(worlds)
+    n = len(worlds)
+    greedy_return: list[float | None] = [None] * n
     corrections: list[list[tuple[list[dict[str, Any]], Answer]]] = [[] for _ in worlds]
-    continuations = 0
-    turn = 0
+    continuations = turns = turn = 0
     while True:
-        live = [i for i, o in enumerate(obs) if not o.done]
+        live = [i for i in range(n) if not flight.done[i]]
         if not live:
             break
-        for i in live:
-            convs[i].observe(obs[i])
         # candidates: the greedy answer first (it wins ties), then samples, then proposals; duplicates dropped
-        batch = [convs[i].messages() for i in live]
-        grammars = sampler.grammars([envs[i] for i in live])
-        greedy = sampler.generate(batch, seed, stats, 0.0, grammars)
-        cands: dict[int, list[Answer]] = {i: [g] for i, g in zip(live, greedy, strict=True)}
+        raw: list[tuple[int, Any]] = list(zip(live, engine.generate(flight, live, 0.0, seed), strict=True))
         if samples and sampler.temperature > 0:  # all samples of all worlds in one generate: calls cost most
-            drawn = sampler.generate([m for m in batch for _ in range(samples)], seed * 7919 + turn * 131, stats,
-                                     sampler.temperature, [x for x in grammars for _ in range(samples)] if grammars else None)
-            for j, a in enumerate(drawn):
-                cands[live[j // samples]].append(a)
+            drawn = engine.generate(flight, live, sampler.temperature, seed * 7919 + turn * 131, repeat=samples)
+            raw += [(live[j // samples], a) for j, a in enumerate(drawn)]
+        read = pool.read([(flight.keys[i], r) for i, r in raw]).wait()
+        cands: dict[int, list[Answer]] = {i: [] for i in live}
+        for (i, _), answer in zip(raw, read, strict=True):
+            cands[i].append(answer)
         first_proposal: dict[int, str] = {}
-        for k in range(proposals):
-            if sampler.proposal:
-                for i in live:
-                    cands[i].append(sampler.propose(envs[i], seed * 7919 + turn * 131 + 17 * k + i))
-                    first_proposal.setdefault(i, _key(cands[i][-1]))
+        if sampler.proposal:
+            asks = [(i, k) for k in range(proposals) for i in live]
+            moves = pool.propose([(flight.keys[i], sampler.proposal, seed * 7919 + turn * 131 + 17 * k + i)
+                                  for i, k in asks]).wait()
+            for (i, _), move in zip(asks, moves, strict=True):
+                cands[i].append(move)
+                first_proposal.setdefault(i, _key(move))
         jobs: list[tuple[int, int]] = []
         for i in live:
             seen: set[str] = set()
@@ -133,23 +129,20 @@ def improve(sampler: BatchedSampler, worlds: Sequence[World], *, samples: int = 
                     unique.append(a)
             cands[i] = unique
             jobs.extend((i, c) for c in range(len(unique)))
-        # score every candidate: fork, play it, finish greedily
-        f_envs, f_convs, f_obs, f_rolls = [], [], [], []
-        for i, c in jobs:
-            env, conv = envs[i].fork(), copy.deepcopy(convs[i])
-            roll = Rollout(world=worlds[i], messages=conv.transcript)
-            f_obs.append(sampler.step(env, conv, roll, cands[i][c]))
-            f_envs.append(env)
-            f_convs.append(conv)
-            f_rolls.append(roll)
+        # score every candidate: fork, play it, finish (the finisher, or the model greedily)
         if finisher:
-            for env, o, roll in zip(f_envs, f_obs, f_rolls, strict=True):
-                if not o.done:
-                    roll.episode_return += finish_with(finisher, env, sampler.seat, seed + turn)
+            scored = pool.score([(flight.keys[i], cands[i][c], finisher, seed + turn) for i, c in jobs]).wait()
+            values = [v for v, _ in scored]
         else:
-            sampler.run(f_envs, f_convs, f_obs, f_rolls, [-1] * len(jobs), [False] * len(jobs), seed, stats)
+            children = pool.fork([flight.keys[i] for i, _ in jobs])
+            first = pool.answer([(k, cands[i][c]) for k, (i, c) in zip(children, jobs, strict=True)]).wait()
+            forks = Flight.forked([flight.prompts[i] for i, _ in jobs], first)
+            engine.run(forks, [-1] * len(jobs), [False] * len(jobs), seed)
+            values = [r.episode_return for r, _ in pool.close(children)]
             continuations += len(jobs)
-        value: dict[tuple[int, int], float] = {job: r.episode_return for job, r in zip(jobs, f_rolls, strict=True)}
+        value = dict(zip(jobs, values, strict=True))
+        moves_now: list[tuple[int, Answer]] = []
+        changed: dict[int, Answer] = {}
         for i in live:
             # the best candidate; the greedy answer unless another is strictly better
             best = max(range(len(cands[i])), key=lambda c, i=i: value[(i, c)])  # type: ignore[misc]
@@ -161,23 +154,26 @@ def improve(sampler: BatchedSampler, worlds: Sequence[World], *, samples: int = 
             if greedy_return[i] is None:  # turn 0: the greedy candidate's value is the greedy episode
                 greedy_return[i] = value[(i, 0)]
             if best != 0 and not isinstance(parse_action(cands[i][best][1] or cands[i][best][0]), FormatError):
-                corrections[i].append((copy.deepcopy(convs[i].messages()), cands[i][best]))
-            obs[i] = sampler.step(envs[i], convs[i], rollouts[i], cands[i][best if roll_in == "best" else 0])
-            stats.turns += 1
+                changed[i] = cands[i][best]
+            moves_now.append((i, cands[i][best if roll_in == "best" else 0]))
+        if changed:  # the conversation as the model saw it at this turn, and the better move
+            for i, messages in zip(changed, pool.messages(list(flight.keys[i] for i in changed)), strict=True):
+                corrections[i].append((messages, changed[i]))
+        flight.apply(pool.answer([(flight.keys[i], a) for i, a in moves_now]).wait())
+        turns += len(moves_now)
         turn += 1
-    for conv, o in zip(convs, obs, strict=True):
-        conv.observe(o)
+    rollouts = [r for r, _ in pool.close(flight.keys)]
+    stats = engine.end(mark, 0, turns)
     if roll_in == "greedy":  # the played episodes are the greedy ones
         greedy_return = [r.episode_return for r in rollouts]
     elif finisher:  # the greedy candidate's value at turn 0 was the finisher's; play the greedy episodes
         plain, plain_stats = sampler.play(worlds, explore_turns=[-1] * len(worlds))
         greedy_return = [r.episode_return for r in plain]
         continuations += plain_stats.episodes
-        stats.generated_tokens += plain_stats.generated_tokens
-        stats.generate_seconds += plain_stats.generate_seconds
+        stats.add(plain_stats)
+        stats.episodes -= plain_stats.episodes
     # every forked continuation is an episode played to its end (from a forked state) by the model
     stats.episodes = len(worlds) + continuations
-    stats.seconds = time.perf_counter() - started
     return [Improved(r, float(g if g is not None else r.episode_return), c)
             for r, g, c in zip(rollouts, greedy_return, corrections, strict=True)], stats
 

@@ -68,7 +68,10 @@ class PipelineRun:
     eval_seeds: int | None = None
     eval_tasks: tuple[str, ...] | None = None
     baselines: tuple[str, ...] = ("no_negotiation", "rule_expert", "random_valid")
+    # evaluation worker processes, and the RL stage's environment workers (the rollout engine's):
+    # processes ("process") or Ray actors ("ray")
     workers: int = 2
+    backend: str = "process"
     seed: int = 0
     db: str | None = None
     lora: bool | None = None  # SFT and GRPO: LoRA adapters (merged) instead of a full fine-tune
@@ -80,7 +83,7 @@ class PipelineRun:
         words = ["gpu-arena", "train", "pipeline", "--preset", self.preset, "--output", self.output]
         flags = {"task": "--task", "rl_method": "--rl", "model": "--model", "sft_steps": "--max-steps",
                  "rl_iterations": "--rl-steps", "rl_worlds": "--rl-worlds", "data_seeds": "--data-seeds", "eval_seeds": "--eval-seeds",
-                 "workers": "--workers", "seed": "--seed"}
+                 "workers": "--workers", "backend": "--backend", "seed": "--seed"}
         defaults = PipelineRun(output=self.output)
         for name, flag in flags.items():
             value = getattr(self, name)
@@ -124,6 +127,8 @@ class PipelineRun:
             raise PresetError("the evidence compares with no_negotiation and rule_expert: keep both in --baselines")
         if self.workers < 1:
             raise PresetError("workers must be at least 1")
+        if self.backend not in ("process", "ray"):
+            raise PresetError(f"unknown backend {self.backend!r}; expected process or ray")
         if self.rl_worlds is not None and (self.rl_worlds < 0 or self.rl_method == "grpo"):
             raise PresetError("--rl-worlds is RFT's (0 or more fresh worlds per iteration)")
         if self.accel.use_vllm and self.rl_method != "grpo":
@@ -284,7 +289,7 @@ def _stage_rl(run: PipelineRun, paths: Paths, show: Callable[[str, int], Any]) -
             result = run_rft(RFTRun(output_dir=str(paths.rl), model=str(paths.sft), preset=run.preset,
                                     tasks=(run.task,), iterations=iterations, worlds_per_iteration=run.rl_worlds,
                                     constrained=run.constrained, seed=run.seed, db=run.db, overwrite=True,
-                                    accel=run.accel),
+                                    accel=run.accel, workers=run.workers, backend=run.backend),
                              progress=lambda m: bar.update(int(m["iteration"]), m))
     final = result.get("final") or {}
     return {"run_id": result["run_id"], "method": run.rl_method, "steps": result.get("steps"),
@@ -317,7 +322,7 @@ def _stage_eval(run: PipelineRun, paths: Paths, show: Callable[[str, int], Any])
         # all its episodes: the same rows as `gpu-arena eval` gives llm:hf, in a fraction of the time)
         scripted = [p for p in policies if not p.startswith("llm:")]
         results = run_evaluation(scripted, tasks, "holdout", seeds, workers=run.workers, keep_replays=True,
-                                 optima=optima, progress=tick) if scripted else []
+                                 optima=optima, progress=tick, backend=run.backend) if scripted else []
         for path in (paths.sft, paths.rl):
             results += evaluate_checkpoint(path, llm_policy(path, constrained), tasks, "holdout", seeds, optima=optima,
                                            constrained=constrained,

@@ -27,6 +27,7 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from ..core.types import SPLITS, TASKS
+from ..rollouts import BACKENDS as WORKER_BACKENDS
 from .accel import Accel
 from .common import check_output_dir, describe_model, logged_run, starting_model, use_cpu
 from .lookahead import PREFER, ROLL_IN, correction_record, improve
@@ -84,6 +85,10 @@ class RFTRun:
     # evaluated policy llm:hf:DIR?constrained=1 does
     constrained: bool | None = None
     max_new_tokens: int = 64
+    # the rollout engine's environment workers (gpu_arena.rollouts): 0 in this process, N worker processes
+    # ("process") or Ray actors ("ray") that step, render, tokenize and parse while the model generates
+    workers: int = 0
+    backend: str = "process"
     seed: int = 0
     db: str | None = None
     overwrite: bool = False
@@ -125,6 +130,8 @@ class RFTRun:
             raise PresetError("corrections are the lookahead's changed turns: train_on=corrections needs explore=lookahead")
         if (self.temperature or 0.0) <= 0:
             raise PresetError("temperature must be above 0 (greedy sampling gives every sample the same episode)")
+        if self.workers < 0 or self.backend not in WORKER_BACKENDS:
+            raise PresetError(f"workers must be 0 or more and backend one of {', '.join(WORKER_BACKENDS)}")
         self.accel.validate()
 
 
@@ -224,8 +231,9 @@ def explore_worlds(run: RFTRun, sampler: BatchedSampler, worlds: list[World], se
     greedy: dict[World, float] | None = None
     turns_of: dict[World, int] = {}
     if run.baseline == "greedy":
-        plain = BatchedSampler(sampler.model, sampler.tokenizer, temperature=0.0, max_new_tokens=sampler.max_new_tokens)
-        base_rollouts, base_stats = plain.play(worlds)
+        with BatchedSampler(sampler.model, sampler.tokenizer, temperature=0.0,
+                            max_new_tokens=sampler.max_new_tokens) as plain:
+            base_rollouts, base_stats = plain.play(worlds)
         greedy = {r.world: r.episode_return for r in base_rollouts}
         turns_of = {r.world: max(r.turns, 1) for r in base_rollouts}
     group = [w for w in worlds for _ in range(n)]
@@ -257,7 +265,13 @@ def run_rft(run: RFTRun, progress: Callable[[dict[str, Any]], None] | None = Non
         model, tok = start.model, start.tokenizer
         sampler = BatchedSampler(model, tok, temperature=float(run.temperature or 1.0),
                                  max_new_tokens=run.max_new_tokens, proposal=run.proposal,
-                                 constrained=bool(run.constrained))
+                                 constrained=bool(run.constrained), workers=run.workers, worker_backend=run.backend)
+        try:
+            return iterate(model, tok, sampler)
+        finally:
+            sampler.close()
+
+    def iterate(model: Any, tok: Any, sampler: BatchedSampler) -> dict[str, Any]:
         n_worlds = int(run.worlds_per_iteration if run.worlds_per_iteration is not None else 1)
         rng = random.Random(run.seed)
         started = time.perf_counter()
@@ -318,6 +332,11 @@ def run_rft(run: RFTRun, progress: Callable[[dict[str, Any]], None] | None = Non
                 "arena/worlds_per_min": 60.0 * len(worlds) / max(sample_s + train_s, 1e-9),
                 "sample_s": sample_s, "train_s": train_s,
                 "generated_tokens_per_s": stats.generated_tokens / max(stats.generate_seconds, 1e-9),
+                # the rollout engine: turns a second while sampling, and the sampling's wall time split
+                # between the model's generation and everything else (environment, forks, prompts)
+                "arena/turns_per_s": stats.turns_per_s if stats.seconds else float("nan"),
+                "generate_s": stats.generate_seconds, "env_s": max(sample_s - stats.generate_seconds, 0.0),
+                "generate_share": stats.generate_seconds / max(sample_s, 1e-9),
                 "elapsed_s": time.perf_counter() - started,
             }
             runlog.log(it + 1, metrics)

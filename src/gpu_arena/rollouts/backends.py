@@ -1,0 +1,237 @@
+"""Generation backends: what writes the model's replies, behind one interface.
+
+A backend answers a batch of prompts (token ids) with the new ids of each reply (its end token
+kept, as one unpadded ``generate`` returns it) or, for a server that answers in text, the text.
+``grammars[i]``, when given, is prompt ``i``'s action grammar ``(lark, max_bytes)``: the backend
+decodes under it where it can (``constrained`` says whether it did; a run records it).
+
+- :class:`TransformersBackend` (default, CPU and GPU): ``model.generate`` on left-padded
+  length-sorted groups, the grammar as a logits processor (:mod:`gpu_arena.llm.constrain`).
+- :class:`VLLMBackend`: vLLM in this process, when installed (the GPU recipe); grammars go to
+  vLLM's structured outputs as Lark.
+- :class:`OpenAIBackend`: any OpenAI-compatible completions server (``vllm serve``,
+  ``transformers serve``, llama.cpp's server) for a separate inference fleet; the prompt is sent
+  as token ids, the grammar as vLLM's ``structured_outputs`` where ``grammar_field`` says the
+  server takes one, else decoding is free and the parser reads what comes back.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+Grammar = tuple[str, int]  # (lark, max_bytes)
+
+
+@dataclass
+class GenerationStats:
+    """What a backend did: calls, prompt and generated tokens, seconds inside generation."""
+
+    calls: int = 0
+    prompt_tokens: int = 0
+    generated_tokens: int = 0
+    seconds: float = 0.0
+
+
+class Backend(Protocol):
+    """Writes replies to prompts; see the module."""
+
+    name: str
+    stats: GenerationStats
+
+    @property
+    def constrained(self) -> bool:
+        """Whether grammars given to :meth:`generate` constrain its decoding."""
+
+    def generate(self, prompts: Sequence[list[int]], *, temperature: float, top_p: float, max_new_tokens: int,
+                 seed: int, grammars: Sequence[Grammar | None] | None = None) -> list[list[int] | str]:
+        """One reply per prompt, in order."""
+
+
+class TransformersBackend:
+    """``model.generate`` (see the module). ``group_size`` prompts per call, sorted by length: on
+    the CPU a small model's decoding steps cost more than the padded prefill, so the default takes
+    a round's prompts in one call. The model is used in eval mode under ``inference_mode`` and
+    left as it was found."""
+
+    name = "transformers"
+    constrained = True
+
+    def __init__(self, model: Any, tokenizer: Any, *, group_size: int = 256) -> None:
+        self.model = model
+        self.tokenizer = tokenizer
+        self.group_size = group_size
+        self.stats = GenerationStats()
+
+    def generate(self, prompts: Sequence[list[int]], *, temperature: float, top_p: float, max_new_tokens: int,
+                 seed: int, grammars: Sequence[Grammar | None] | None = None) -> list[list[int] | str]:
+        order = sorted(range(len(prompts)), key=lambda i: len(prompts[i]))
+        out: dict[int, list[int] | str] = {}
+        for g, lo in enumerate(range(0, len(order), self.group_size)):
+            rows = order[lo:lo + self.group_size]
+            replies = self._group([prompts[i] for i in rows], temperature, top_p, max_new_tokens, seed * 1009 + g,
+                                  [grammars[i] for i in rows] if grammars else None)
+            out.update(zip(rows, replies, strict=True))
+        return [out[i] for i in range(len(prompts))]
+
+    def _group(self, prompts: list[list[int]], temperature: float, top_p: float, max_new_tokens: int, seed: int,
+               grammars: list[Grammar | None] | None) -> list[list[int] | str]:
+        import torch
+
+        tok, model = self.tokenizer, self.model
+        width = max(len(p) for p in prompts)
+        ids = torch.full((len(prompts), width), int(tok.pad_token_id), dtype=torch.long)
+        mask = torch.zeros((len(prompts), width), dtype=torch.long)
+        for row, p in enumerate(prompts):  # left padding, as generation needs
+            ids[row, width - len(p):] = torch.tensor(p, dtype=torch.long)
+            mask[row, width - len(p):] = 1
+        ids, mask = ids.to(model.device), mask.to(model.device)
+        sample = temperature > 0
+        kwargs: dict[str, Any] = {"max_new_tokens": max_new_tokens, "do_sample": sample,
+                                  "pad_token_id": tok.pad_token_id, "eos_token_id": tok.eos_token_id}
+        if sample:
+            kwargs.update(temperature=temperature, top_p=top_p, top_k=0)
+        if grammars is not None and any(g is not None for g in grammars):
+            from transformers import LogitsProcessorList
+
+            from ..llm.constrain import ActionGrammar, GrammarConstraint
+
+            constraint = GrammarConstraint(tok, [None if g is None else ActionGrammar(g[0], (), g[1]) for g in grammars],
+                                           width)
+            # room for the longest reply the grammar allows: every constrained answer is complete
+            kwargs["max_new_tokens"] = constraint.max_new_tokens(max_new_tokens)
+            kwargs["logits_processor"] = LogitsProcessorList([constraint])
+        was_training = model.training
+        model.eval()
+        t0 = time.perf_counter()
+        try:
+            with torch.inference_mode():
+                if sample:
+                    torch.manual_seed(seed)
+                out = model.generate(input_ids=ids, attention_mask=mask, **kwargs)
+        finally:
+            if was_training:
+                model.train()
+        self.stats.seconds += time.perf_counter() - t0
+        self.stats.calls += 1
+        self.stats.prompt_tokens += int(mask.sum())
+        replies: list[list[int] | str] = []
+        new_all = out[:, width:].cpu()
+        eos, pad = tok.eos_token_id, tok.pad_token_id
+        for row in range(new_all.shape[0]):
+            new = new_all[row].tolist()
+            if eos in new:
+                new = new[: new.index(eos) + 1]  # keep the end token, as one unpadded generate returns it
+            new = [t for t in new if t != pad]
+            self.stats.generated_tokens += len(new)
+            replies.append(new)
+        return replies
+
+
+class VLLMBackend:
+    """vLLM in this process (``pip install vllm`` on a GPU machine). ``llm`` is a ``vllm.LLM`` (or
+    pass ``model=`` a path, and engine arguments). Grammars go to structured outputs as Lark."""
+
+    name = "vllm"
+    constrained = True
+
+    def __init__(self, llm: Any = None, *, model: str | None = None, **engine_args: Any) -> None:
+        try:
+            import vllm
+        except ImportError as e:  # pragma: no cover - the GPU recipe installs it
+            raise RuntimeError("the vllm backend needs vLLM installed (pip install vllm)") from e
+        self._vllm = vllm
+        self.llm = llm if llm is not None else vllm.LLM(model=model, **engine_args)
+        self.stats = GenerationStats()
+
+    def _params(self, temperature: float, top_p: float, max_new_tokens: int, seed: int, grammar: Grammar | None) -> Any:
+        sampling = self._vllm.SamplingParams
+        kwargs: dict[str, Any] = {"temperature": temperature, "top_p": top_p if temperature > 0 else 1.0,
+                                  "max_tokens": max(max_new_tokens, grammar[1] + 1 if grammar else 0), "seed": seed,
+                                  "skip_special_tokens": False}
+        if grammar is not None:
+            try:  # vLLM >= 0.10: structured_outputs; before: guided_decoding
+                from vllm.sampling_params import StructuredOutputsParams
+                kwargs["structured_outputs"] = StructuredOutputsParams(grammar=grammar[0])
+            except ImportError:  # pragma: no cover - older vLLM
+                from vllm.sampling_params import GuidedDecodingParams
+                kwargs["guided_decoding"] = GuidedDecodingParams(grammar=grammar[0])
+        return sampling(**kwargs)
+
+    def generate(self, prompts: Sequence[list[int]], *, temperature: float, top_p: float, max_new_tokens: int,
+                 seed: int, grammars: Sequence[Grammar | None] | None = None) -> list[list[int] | str]:
+        params = [self._params(temperature, top_p, max_new_tokens, seed + i, grammars[i] if grammars else None)
+                  for i in range(len(prompts))]
+        t0 = time.perf_counter()
+        outs = self.llm.generate([{"prompt_token_ids": list(p)} for p in prompts], params, use_tqdm=False)
+        self.stats.seconds += time.perf_counter() - t0
+        self.stats.calls += 1
+        self.stats.prompt_tokens += sum(len(p) for p in prompts)
+        replies: list[list[int] | str] = []
+        for o in outs:
+            ids = list(o.outputs[0].token_ids)
+            self.stats.generated_tokens += len(ids)
+            replies.append(ids)
+        return replies
+
+
+class OpenAIBackend:
+    """An OpenAI-compatible ``/v1/completions`` server at ``base_url`` serving ``model``. Prompts go
+    as token ids (vLLM, ``transformers serve`` and llama.cpp's server take them); replies come back
+    as text. ``grammar_field``: ``"structured_outputs"`` (vLLM: grammars constrain decoding) or
+    ``None`` (free decoding, the parser reads the text: the run's record says so)."""
+
+    name = "openai"
+
+    def __init__(self, base_url: str, model: str, *, api_key: str = "EMPTY", grammar_field: str | None = None,
+                 timeout_s: float = 120.0, concurrency: int = 16) -> None:
+        import httpx
+
+        if grammar_field not in (None, "structured_outputs"):
+            raise ValueError("grammar_field must be None or 'structured_outputs'")
+        self.url = base_url.rstrip("/") + "/completions"
+        self.model = model
+        self.grammar_field = grammar_field
+        self.concurrency = concurrency
+        self._client = httpx.Client(timeout=timeout_s, headers={"Authorization": f"Bearer {api_key}"})
+        self.stats = GenerationStats()
+
+    @property
+    def constrained(self) -> bool:
+        return self.grammar_field is not None
+
+    def _one(self, prompt: list[int], temperature: float, top_p: float, max_new_tokens: int, seed: int,
+             grammar: Grammar | None) -> str:
+        body: dict[str, Any] = {"model": self.model, "prompt": list(prompt), "temperature": temperature,
+                                "top_p": top_p, "max_tokens": max_new_tokens, "seed": seed}
+        if grammar is not None and self.grammar_field:
+            body[self.grammar_field] = {"grammar": grammar[0]}
+            body["max_tokens"] = max(max_new_tokens, grammar[1] + 1)
+        r = self._client.post(self.url, json=body)
+        r.raise_for_status()
+        data = r.json()
+        usage = data.get("usage") or {}
+        self.stats.generated_tokens += int(usage.get("completion_tokens") or 0)
+        return str(data["choices"][0].get("text") or "")
+
+    def generate(self, prompts: Sequence[list[int]], *, temperature: float, top_p: float, max_new_tokens: int,
+                 seed: int, grammars: Sequence[Grammar | None] | None = None) -> list[list[int] | str]:
+        from concurrent.futures import ThreadPoolExecutor
+
+        t0 = time.perf_counter()
+        with ThreadPoolExecutor(max_workers=max(1, min(self.concurrency, len(prompts)))) as pool:
+            futures = [pool.submit(self._one, p, temperature, top_p, max_new_tokens, seed + i,
+                                   grammars[i] if grammars else None) for i, p in enumerate(prompts)]
+            replies: list[list[int] | str] = [f.result() for f in futures]
+        self.stats.seconds += time.perf_counter() - t0
+        self.stats.calls += 1
+        self.stats.prompt_tokens += sum(len(p) for p in prompts)
+        return replies
+
+    def close(self) -> None:
+        self._client.close()
+
+
+__all__ = ["Backend", "GenerationStats", "Grammar", "OpenAIBackend", "TransformersBackend", "VLLMBackend"]

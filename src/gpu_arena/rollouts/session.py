@@ -1,0 +1,297 @@
+"""One episode in flight, on the environment side: everything a turn needs except the model.
+
+A :class:`Session` owns an environment, the seat's conversation, its prompt ids and the
+:class:`Rollout` being written. Given the model's reply (the generated ids, a text from a server,
+or a scripted move) it reads the reply as the agents read it, steps the environment, renders the
+next turn, appends that turn's ids to the prompt (:mod:`gpu_arena.rollouts.chat`) and writes the
+seat's action grammar, and hands back a :class:`Turn`: the few hundred new ids and the grammar, all
+the generation side needs. Sessions live in worker processes (:mod:`gpu_arena.rollouts.workers`),
+so none of this runs on the generation path.
+
+A session's episode is the same one, bit for bit, as today's loop played: the same environment
+(the Rust engine where it may play), the same prompts (checked against the full render), the same
+reading of replies (a reply in the tool-call shape the grammar writes is read directly; anything
+else goes through the tokenizer's response parser and :func:`~gpu_arena.llm.parsing.parse_action`
+exactly as before).
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import re
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..core.policy import seat_view
+from ..core.types import REWARD_COLUMNS
+from ..llm.parsing import FormatError, parse_action
+from ..llm.prompts import Conversation
+from .chat import ChatTokens
+
+Answer = tuple[str, list[dict[str, Any]] | None, int]  # (text, tool calls or None, generated tokens)
+Reply = list[int] | str  # what a backend wrote: new token ids, or text (a server that returns text)
+
+
+@dataclass(frozen=True)
+class World:
+    """One episode to play: ``task``, ``split`` and world ``seed`` (opponents and shocks follow)."""
+
+    task: str
+    split: str
+    seed: int
+
+
+@dataclass
+class Rollout:
+    """One finished (or cut) episode of the controlled seat."""
+
+    world: World
+    messages: list[dict[str, Any]]  # the chat as the model saw it and answered it
+    actions: list[Any] = field(default_factory=list)  # ArenaAction or FormatError, one per round
+    episode_return: float = 0.0
+    columns: dict[str, float] = field(default_factory=lambda: dict.fromkeys(REWARD_COLUMNS, 0.0))
+    valid_turns: int = 0
+    format_errors: int = 0
+    generated_tokens: int = 0
+    # the lookahead's changed turns as prompt-completion records (training.lookahead.correction_record)
+    corrections: list[dict[str, Any]] = field(default_factory=list)
+    engine: str = ""  # which engine played the episode ("rust" | "python")
+
+    @property
+    def turns(self) -> int:
+        return len(self.actions)
+
+    def record(self, policy: str) -> dict[str, Any]:
+        """The episode as an SFT record (``gpu_arena.sft/1`` row, tools mode), or ``{}`` when a turn
+        could not be read (a format error has no action to write)."""
+        from ..llm.tools import action_tools, render_reply
+
+        if self.format_errors:
+            return {}
+        conv_msgs = [m for m in self.messages if m["role"] != "assistant"]
+        out: list[dict[str, Any]] = [conv_msgs[0]]
+        for i, action in enumerate(self.actions):
+            out.append(conv_msgs[i + 1])
+            content, calls = render_reply(action, "tools", f"call_{i}")
+            msg: dict[str, Any] = {"role": "assistant", "content": content}
+            if calls:
+                msg["tool_calls"] = calls
+                # the next turn answers this call (a tool message) as in the teacher's records
+                if i + 2 < len(conv_msgs) and conv_msgs[i + 2]["role"] == "tool":
+                    conv_msgs[i + 2] = {**conv_msgs[i + 2], "tool_call_id": calls[0]["id"],
+                                        "name": calls[0]["function"]["name"]}
+            out.append(msg)
+        if len(conv_msgs) > len(self.actions) + 1:  # the final "The episode is over." turn, answered empty
+            out.append(conv_msgs[len(self.actions) + 1])
+            out.append({"role": "assistant", "content": ""})
+        return {"messages": out, "tools": action_tools(), "task": self.world.task, "split": self.world.split,
+                "seed": self.world.seed, "policy": policy, "mode": "tools", "episode_return": self.episode_return,
+                "steps": self.turns, "invalid_actions": self.turns - self.valid_turns, "columns": dict(self.columns)}
+
+
+@dataclass(slots=True)
+class Turn:
+    """What the generation side needs after a move: the prompt ids from position ``ids_from`` on
+    (the episode's prompt is cut there and ``ids`` appended), the seat's action grammar as
+    ``(lark, max_bytes)`` when decoding is constrained, and whether the episode is over."""
+
+    key: int
+    ids_from: int
+    ids: list[int]
+    grammar: tuple[str, int] | None
+    done: bool
+
+
+@dataclass(frozen=True)
+class SessionConfig:
+    """How every session of a worker plays: the tokenizer (any picklable Hugging Face tokenizer),
+    the seat, the opponents spec, whether replies are constrained, the prompt mode (``incremental``
+    or ``full``: :func:`gpu_arena.rollouts.chat.incremental`) and the environment's engine."""
+
+    tokenizer: Any
+    seat: str = "lab_0"
+    opponents: Any = None
+    constrained: bool = False
+    chat_mode: str = "incremental"
+    engine: str | None = None
+
+
+_CALL = re.compile(r"<tool_call>\n(\{.*\})\n</tool_call>", re.DOTALL)
+
+
+def read_reply(tok: Any, new: list[int], prompt: list[int], tools: list[dict[str, Any]]) -> Answer:
+    """The ``(content, tool calls, tokens)`` of generated ids ``new``, read as
+    :class:`~gpu_arena.llm.TransformersAgent` reads them: the tokenizer's response parser for tool
+    calls, else the text. A reply that is exactly one call in the template's shape (what the action
+    grammar writes) is read directly: the parser reads it the same way (tested), at a fraction of
+    the cost."""
+    text = tok.decode(new, skip_special_tokens=True)
+    parsed = fast_call(text) if getattr(tok, "response_template", None) is not None else None
+    if parsed is None:
+        import torch
+
+        from ..llm.agents import _parsed_tool_calls
+
+        parsed = _parsed_tool_calls(tok, torch.tensor(new, dtype=torch.long), torch.tensor(prompt, dtype=torch.long),
+                                    tools)
+    if parsed is not None:
+        return parsed[0], parsed[1], len(new)
+    return text, None, len(new)
+
+
+def fast_call(text: str) -> tuple[str, list[dict[str, Any]]] | None:
+    """``("", [call])`` for a text that is exactly one ``<tool_call>`` block holding a JSON object
+    with a string ``name`` and an object ``arguments``; ``None`` for anything else."""
+    m = _CALL.fullmatch(text)
+    if m is None:
+        return None
+    try:
+        obj = json.loads(m.group(1))
+    except ValueError:
+        return None
+    if not isinstance(obj, dict) or set(obj) != {"name", "arguments"} or not isinstance(obj["name"], str) \
+            or not isinstance(obj["arguments"], dict):
+        return None
+    return "", [{"type": "function", "function": {"name": obj["name"], "arguments": obj["arguments"]}}]
+
+
+_GRAMMARS: OrderedDict[str, tuple[str, int]] = OrderedDict()
+_GRAMMAR_CACHE = 4096
+
+
+def seat_grammar_of(view: Any) -> tuple[str, int]:
+    """The seat's action grammar as ``(lark, max_bytes)``, cached by the legal ids it is built from
+    (worlds of a task name their blocks, jobs and labs alike, so most turns repeat one)."""
+    from ..llm.constrain import action_grammar, legal_ids
+
+    legal = legal_ids(view)
+    labs = [view.controlled_lab_id, *legal["form_coalition"]["member_lab_ids"]]
+    key = json.dumps([legal, labs], sort_keys=True)
+    hit = _GRAMMARS.get(key)
+    if hit is not None:
+        _GRAMMARS.move_to_end(key)
+        return hit
+    g = action_grammar(legal, "tools", labs)
+    _GRAMMARS[key] = out = (g.lark, g.max_bytes)
+    if len(_GRAMMARS) > _GRAMMAR_CACHE:
+        _GRAMMARS.popitem(last=False)
+    return out
+
+
+class Session:
+    """One episode of ``world`` with the model in ``config.seat``; see the module docstring. Keys
+    are the engine's; a session never talks to the generation side itself."""
+
+    def __init__(self, key: int, world: World, config: SessionConfig, tools: list[dict[str, Any]]) -> None:
+        self.key = key
+        self.world = world
+        self.config = config
+        self.tools = tools
+        self.env: Any = None
+        self.conv = Conversation("tools")
+        self.chat = ChatTokens(config.tokenizer, tools, mode=config.chat_mode)
+        self.rollout = Rollout(world=world, messages=self.conv.transcript)
+        self.obs: Any = None
+
+    @property
+    def done(self) -> bool:
+        return bool(self.obs is not None and self.obs.done)
+
+    def start(self) -> Turn:
+        """Reset the environment on the world; the first prompt."""
+        from ..env import GpuArenaEnv
+
+        c = self.config
+        self.env = GpuArenaEnv(task=self.world.task, split=self.world.split, seat=c.seat, opponents=c.opponents,
+                               engine=c.engine)
+        self.obs = self.env.reset(seed=self.world.seed)
+        self.conv.observe(self.obs)
+        ids = self.chat.start(self.conv.transcript)
+        return Turn(self.key, 0, ids, self._grammar(), False)
+
+    def answer(self, reply: Reply | Answer) -> Turn:
+        """Play the model's reply (generated ids, text, or an already read answer); the next turn."""
+        if isinstance(reply, tuple):
+            answer = reply
+        elif isinstance(reply, str):
+            answer = (reply, None, 0)
+        else:
+            answer = read_reply(self.config.tokenizer, reply, self.chat.ids, self.tools)
+        before = len(self.conv.transcript)
+        self.obs = self.play(answer)
+        self.conv.observe(self.obs)  # after the last move: "The episode is over.", as the teacher's records end
+        if self.obs.done:
+            self.rollout.engine = self.engine
+            return Turn(self.key, len(self.chat.ids), [], None, True)
+        start = len(self.chat.ids) if self.chat.mode == "incremental" else 0
+        ids = self.chat.extend(self.conv.transcript[before:])
+        return Turn(self.key, start, ids, self._grammar(), False)
+
+    def play(self, answer: Answer) -> Any:
+        """Write ``answer`` into the conversation, step it, book it on the rollout; the new observation."""
+        content, calls, n_new = answer
+        action = parse_action(calls if calls else content)
+        self.conv.reply(content, calls)
+        r = self.rollout
+        r.generated_tokens += n_new
+        r.actions.append(action)
+        if isinstance(action, FormatError):
+            r.format_errors += 1
+        o = self.env.step(action)
+        r.episode_return += float(o.reward or 0.0)
+        for c in REWARD_COLUMNS:
+            r.columns[c] += float(o.reward_breakdown[c])
+        if o.last_action_result.ok:
+            r.valid_turns += 1
+        return o
+
+    @property
+    def engine(self) -> str:
+        playing = getattr(self.env, "engine_playing", None)
+        if isinstance(playing, str):
+            return playing
+        ep = self.env.episode if self.env is not None else None
+        return "rust" if ep is not None and type(ep).__name__ == "NativeEpisode" and not ep.in_python else "python"
+
+    def _grammar(self) -> tuple[str, int] | None:
+        if not self.config.constrained:
+            return None
+        return seat_grammar_of(self.env.episode.observe(self.config.seat))
+
+    # ------------------------------------------------------------------ lookahead
+
+    def propose(self, policy: str, seed: int) -> Answer:
+        """``policy``'s move for the seat's current view, written as a tool call."""
+        from ..llm.tools import render_reply
+        from ..policies import make_policy
+
+        driver = make_policy(policy, seed=seed)
+        content, calls = render_reply(driver.act(seat_view(driver, self.env.episode, self.config.seat)), "tools",
+                                      "call_0")
+        return content, calls, 0
+
+    def fork(self, key: int) -> Session:
+        """An independent copy standing where this one stands (environment, chat, prompt, rollout)."""
+        other = Session.__new__(Session)
+        other.key, other.world, other.config, other.tools = key, self.world, self.config, self.tools
+        other.env = self.env.fork()
+        other.conv = copy.deepcopy(self.conv)
+        other.chat = ChatTokens(self.config.tokenizer, self.tools, mode=self.chat.mode)
+        other.chat.ids = list(self.chat.ids)
+        other.chat._messages = other.conv.transcript[:len(self.chat._messages)]
+        other.rollout = Rollout(world=self.world, messages=other.conv.transcript)
+        other.obs = self.obs
+        return other
+
+    def finish_with(self, policy: str, seed: int) -> float:
+        """Play the episode to its end with the scripted ``policy`` in the seat; the return-to-go."""
+        from ..policies import make_policy
+        from ..rollout import play_seat
+
+        return play_seat(self.env, make_policy(policy, seed=seed)).episode_return
+
+
+__all__ = ["Answer", "Reply", "Rollout", "Session", "SessionConfig", "Turn", "World", "fast_call", "read_reply",
+           "seat_grammar_of"]

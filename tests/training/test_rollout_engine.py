@@ -1,0 +1,155 @@
+"""The rollout engine plays the episodes the loop before it played: prompts built turn by turn are
+the full render's ids, replies read directly are read as the response parser reads them, worker
+processes give what inline workers give, and the engine says where its time went."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from gpu_arena.llm.tools import action_tools
+from gpu_arena.rollouts import RolloutEngine, SessionConfig, TransformersBackend, WorkerPool, World
+from gpu_arena.rollouts.chat import ChatTokens, full_ids, incremental, probe_chat
+from gpu_arena.rollouts.session import fast_call, read_reply
+from gpu_arena.training.data import play_episode_record
+from gpu_arena.training.presets import corpus_for_tokenizer, load_pretrained, train_tokenizer
+from gpu_arena.training.rollouts import BatchedSampler, chat_mode
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
+
+
+@pytest.fixture(scope="module")
+def tok() -> Any:
+    records = [play_episode_record("rule_expert", t, "train", s).to_json()
+               for t in ("single_trade", "market_round", "coalition_market") for s in range(3)]
+    return train_tokenizer(corpus_for_tokenizer(records), 1024)
+
+
+@pytest.mark.parametrize("task", ["single_trade", "market_round", "coalition_market"])
+def test_a_prompt_built_turn_by_turn_is_the_full_render(tok: Any, task: str) -> None:
+    tools = action_tools()
+    assert incremental(tok, tools)
+    for seed in (11, 12):
+        chat = probe_chat(task, seed, turns=20)  # every turn of the episode, tool calls and the closing turn
+        built = ChatTokens(tok, tools, mode="incremental")
+        built.start(chat[:2])
+        assert built.ids == full_ids(tok, chat[:2], tools)
+        for k in range(3, len(chat), 2):
+            start = len(built.ids)
+            piece = built.extend(chat[k - 1:k + 1])
+            assert built.ids[start:] == piece
+            assert built.ids == full_ids(tok, chat[:k + 1], tools), f"turn {k // 2} of {task} seed {seed}"
+
+
+def test_a_template_that_does_not_extend_by_appending_is_rendered_whole(tok: Any) -> None:
+    import copy
+
+    other = copy.deepcopy(tok)
+    # a template that restates the number of messages first: no chat is a prefix of a longer one
+    other.chat_template = "{{ messages | length }}{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}" \
+                          "<|im_end|>\n{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
+    assert not incremental(other, None)
+    assert chat_mode(other) == "full"
+    assert chat_mode(tok) == "incremental"
+
+
+def test_a_grammar_shaped_reply_is_read_as_the_response_parser_reads_it(tok: Any) -> None:
+    import torch
+
+    from gpu_arena.llm.agents import _parsed_tool_calls
+
+    chat = probe_chat("market_round", 3, turns=20)
+    prompt = full_ids(tok, chat[:2], action_tools())
+    replies = []
+    for m in chat:
+        for call in m.get("tool_calls") or []:
+            fn = call["function"]
+            replies.append('<tool_call>\n{"name": "' + fn["name"] + '", "arguments": '
+                           + json.dumps(fn["arguments"]) + "}\n</tool_call>")
+    replies += ['<tool_call>\n{"name": "wait", "arguments": {}}\n</tool_call>',
+                '<tool_call>\n{"name": "send_message", "arguments": {"message": "a\\nb \\"c\\""}}\n</tool_call>']
+    assert len(replies) > 3
+    for text in replies:
+        ids = [*tok.encode(text, add_special_tokens=False), tok.eos_token_id]
+        direct = fast_call(text)
+        assert direct is not None
+        parsed = _parsed_tool_calls(tok, torch.tensor(ids), torch.tensor(prompt), action_tools())
+        assert direct == parsed and read_reply(tok, ids, prompt, action_tools())[:2] == parsed
+    # anything else goes to the parser: text around the call, two calls, a call that is not an object
+    for text in ('hi <tool_call>\n{"name": "wait", "arguments": {}}\n</tool_call>',
+                 '<tool_call>\n{"name": "wait", "arguments": []}\n</tool_call>',
+                 '<tool_call>\n{"name": "wait", "arguments": {}, "x": 1}\n</tool_call>', "wait"):
+        assert fast_call(text) is None
+
+
+def test_worker_processes_play_the_episodes_inline_workers_play(tiny_sft: Path) -> None:
+    model, tok = load_pretrained(tiny_sft)
+    worlds = [World("single_trade", "train", s) for s in (3, 4, 5)] + [World("market_round", "holdout", 1)]
+    inline, inline_stats = BatchedSampler(model, tok, temperature=0.0, max_new_tokens=40, constrained=True).play(worlds)
+    with BatchedSampler(model, tok, temperature=0.0, max_new_tokens=40, constrained=True, workers=2) as sampler:
+        assert sampler.pool.kind == "process"
+        spread, stats = sampler.play(worlds)
+    assert [r.actions for r in spread] == [r.actions for r in inline]
+    assert [r.episode_return for r in spread] == [r.episode_return for r in inline]
+    assert [r.messages for r in spread] == [r.messages for r in inline]
+    assert {r.engine for r in spread} <= {"rust", "python"} and all(r.engine for r in spread)
+    # where the time went: the workers' CPU is counted, generation is part of the wall time
+    assert stats.worker_cpu_seconds > 0 and inline_stats.worker_cpu_seconds == 0
+    assert 0 < stats.generate_seconds < stats.seconds and stats.turns == sum(r.turns for r in spread)
+    summary = stats.summary()
+    assert summary["turns"] == stats.turns and 0 < summary["generate_share"] < 1
+
+
+def test_a_failed_worker_request_is_an_error_naming_its_cause(tok: Any) -> None:
+    from gpu_arena.rollouts.workers import WorkerError
+
+    with WorkerPool(SessionConfig(tok, chat_mode="incremental"), workers=1) as pool:
+        pool.owner[12345] = 0  # a key the worker never opened
+        with pytest.raises(WorkerError, match="KeyError"):
+            pool.answer([(12345, "wait")]).wait()
+        # the worker goes on serving
+        [turn] = pool.open([World("single_trade", "train", 1)]).wait()
+        assert turn.ids and not turn.done
+
+
+def test_the_engine_plays_a_text_backend_through_the_parser(tok: Any) -> None:
+    """A server that answers in text (the OpenAI-compatible backend) is read as text replies are."""
+    from gpu_arena.rollouts import GenerationStats
+
+    class Text:
+        name, constrained = "text", False
+
+        def __init__(self) -> None:
+            self.stats = GenerationStats()
+
+        def generate(self, prompts: Any, **kwargs: Any) -> list[Any]:
+            return ['<tool_call>\n{"name": "wait", "arguments": {}}\n</tool_call>'] * len(prompts)
+
+    with WorkerPool(SessionConfig(tok, chat_mode="incremental")) as pool:
+        rollouts, _stats = RolloutEngine(Text(), pool, temperature=0.0).play([World("single_trade", "train", 2)])
+    [r] = rollouts
+    assert r.turns > 0 and r.valid_turns == r.turns and r.format_errors == 0
+    assert all(a.action_type == "wait" for a in r.actions)
+
+
+def test_unknown_worker_backends_and_counts_are_refused(tok: Any) -> None:
+    config = SessionConfig(tok)
+    with pytest.raises(ValueError, match="worker backend"):
+        WorkerPool(config, 1, "slurm")
+    with pytest.raises(ValueError, match="workers"):
+        WorkerPool(config, -1)
+
+
+def test_the_transformers_backend_keeps_the_end_token_and_drops_padding(tiny_sft: Path) -> None:
+    model, tok = load_pretrained(tiny_sft)
+    backend = TransformersBackend(model, tok)
+    prompts = [full_ids(tok, probe_chat("single_trade", s, turns=1)[:2], action_tools()) for s in (1, 2)]
+    replies = backend.generate(prompts, temperature=0.0, top_p=1.0, max_new_tokens=12, seed=0)
+    for r in replies:
+        assert isinstance(r, list) and tok.pad_token_id not in r
+        assert tok.eos_token_id not in r[:-1]
+    assert backend.stats.calls == 1 and backend.stats.generated_tokens == sum(len(r) for r in replies)
