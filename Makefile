@@ -57,6 +57,7 @@ bench: install
 	$(PY) bench/bench_matches.py
 	$(PY) bench/bench_league.py
 	$(PY) bench/bench_llm.py
+	$(PY) bench/bench_rollouts.py --quick
 	$(PY) bench/bench_train.py
 
 lint: install

@@ -58,7 +58,7 @@ def reply_ids(tok: Any, answer: tuple[str, Any, int]) -> list[int]:
     content, calls, _ = answer
     fn = calls[0]["function"]
     text = '<tool_call>\n{"name": "' + fn["name"] + '", "arguments": ' + json.dumps(fn["arguments"]) + "}\n</tool_call>"
-    return encode(tok, content + text) + [int(tok.eos_token_id)]
+    return [*encode(tok, content + text), int(tok.eos_token_id)]
 
 
 class _Model:

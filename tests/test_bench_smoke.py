@@ -133,3 +133,37 @@ def test_league_bench_reports_its_target(capsys: pytest.CaptureFixture[str]) -> 
     out = json.loads(capsys.readouterr().out)
     assert out["matches"] == 12 and out["seconds"] > 0 and out["meets_target"] == (out["seconds"] <= out["target_s"])
     assert len(out["table"]) == 5
+
+
+def test_rollout_bench_takes_the_answerer_out_and_plays_the_same_episodes() -> None:
+    import bench_rollouts
+    from gpu_arena.rollouts import World
+
+    tok = bench_rollouts.build_tokenizer()
+    worlds = [World("market_round", "train", bench_rollouts.SEED_START + k) for k in range(4)]
+    before = bench_rollouts.run_before(tok, worlds)
+    inline = bench_rollouts.run_engine(tok, worlds, 0)
+    spread = bench_rollouts.run_engine(tok, worlds, 1)
+    # the same episodes on every path, rule_expert's moves read back as a model's replies
+    assert before["mean_return"] == inline["mean_return"] == spread["mean_return"]
+    assert before["turns"] == inline["turns"] == spread["turns"] and before["valid_rate"] > 0.9
+    for row in (before, inline, spread):
+        assert row["cpu_ms_per_turn"] > 0 and row["turns_per_s"] > 0
+    assert before["answerer_ms_per_turn"] > 0 and spread["main_cpu_ms_per_turn"] < spread["cpu_ms_per_turn"]
+    assert inline["chat_mode"] == "incremental" and inline["engine"] == ["rust"]
+
+
+def test_gpu_rollout_check_runs_on_the_cpu(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    import json
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench" / "gpu"))
+    import check_rollouts
+
+    monkeypatch.setattr(sys, "argv", ["check_rollouts.py", "--device", "cpu", "--shapes", "small", "--batches", "4",
+                                      "--worlds", "4", "--workers", "1"])
+    check_rollouts.main()
+    out = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    [run] = out["runs"]
+    # a model initialised at random writes only readable actions under the grammar
+    assert run["shape"] == "small" and run["episodes"] == 4 and run["format_error_rate"] == 0.0
+    assert 0 < run["generate_share"] < 1 and run["gpu_util_mean"] is None  # no GPU: no utilization figure

@@ -77,7 +77,8 @@ def build_model(shape: str, tok: Any, device: str, dtype: Any) -> Any:
     import torch
 
     if shape == "small":
-        from gpu_arena.training.presets import build_model as build, get_preset
+        from gpu_arena.training.presets import build_model as build
+        from gpu_arena.training.presets import get_preset
 
         spec = get_preset("small").model
         assert spec is not None
@@ -119,7 +120,8 @@ def run(shape: str, tok: Any, worlds: int, batch: int, workers: int, device: str
             "turns_per_s": round(stats.turns_per_s, 1), "generate_share": round(stats.generate_share, 3),
             "seconds": round(stats.seconds, 2), "generate_s": round(stats.generate_seconds, 2),
             "worker_cpu_s": round(stats.worker_cpu_seconds, 2), "main_cpu_s": round(stats.main_cpu_seconds, 2),
-            "valid_rate": round(valid, 4), "engine": sorted({r.engine for r in rollouts}), **util.summary()}
+            "valid_rate": round(valid, 4),
+            "format_error_rate": round(sum(r.format_errors for r in rollouts) / max(stats.turns, 1), 4), "engine": sorted({r.engine for r in rollouts}), **util.summary()}
 
 
 def main() -> None:
@@ -132,6 +134,7 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=8)
     args = parser.parse_args()
     import torch
+
     from bench_rollouts import build_tokenizer
 
     dtype = torch.bfloat16 if args.device.startswith("cuda") else torch.float32

@@ -153,3 +153,51 @@ def test_the_transformers_backend_keeps_the_end_token_and_drops_padding(tiny_sft
         assert isinstance(r, list) and tok.pad_token_id not in r
         assert tok.eos_token_id not in r[:-1]
     assert backend.stats.calls == 1 and backend.stats.generated_tokens == sum(len(r) for r in replies)
+
+
+def test_an_openai_compatible_server_generates_with_the_grammar_it_is_sent(tok: Any) -> None:
+    """The OpenAI backend against a completions server on 127.0.0.1: prompts go as token ids, the
+    grammar as ``structured_outputs``, and the text that comes back is played through the parser."""
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    from gpu_arena.rollouts import OpenAIBackend
+
+    bodies: list[dict[str, Any]] = []
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+            bodies.append(body)
+            reply = {"choices": [{"text": '<tool_call>\n{"name": "wait", "arguments": {}}\n</tool_call>'}],
+                     "usage": {"completion_tokens": 7}}
+            data = json.dumps(reply).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        backend = OpenAIBackend(f"http://127.0.0.1:{server.server_port}/v1", "arena", grammar_field="structured_outputs")
+        assert backend.constrained
+        with WorkerPool(SessionConfig(tok, constrained=True, chat_mode="incremental")) as pool:
+            rollouts, stats = RolloutEngine(backend, pool, temperature=0.0).play(
+                [World("single_trade", "train", 4), World("market_round", "train", 4)])
+        backend.close()
+    finally:
+        server.shutdown()
+    assert all(r.turns > 0 and r.valid_turns == r.turns for r in rollouts)
+    assert len(bodies) == stats.turns and backend.stats.generated_tokens == 7 * stats.turns
+    for body in bodies:
+        assert body["model"] == "arena" and all(isinstance(t, int) for t in body["prompt"])
+        assert body["structured_outputs"]["grammar"].startswith("start: ")
+        assert body["max_tokens"] > 64  # room for the longest action the grammar allows
+    free = OpenAIBackend("http://127.0.0.1:9/v1", "arena")
+    assert not free.constrained  # no grammar field: free decoding, the parser reads the text
+    free.close()

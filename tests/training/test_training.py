@@ -107,7 +107,7 @@ def test_tiny_sft_then_grpo_end_to_end(tmp_path: Path, sft_data: Path) -> None:
         assert key in grpo_run["series"], key
     # the rollout's reward is the episode return: the env column and the summed step rewards agree
     row = grpo_run["metrics"][0]
-    assert row["reward"] == pytest.approx(row["rewards/ArenaToolEnv/mean"], abs=1e-6)
+    assert row["reward"] == pytest.approx(row["rewards/episode_return/mean"], abs=1e-6)  # the engine's rollouts
     assert row["reward"] == pytest.approx(row["rewards/normalized_reward/mean"], abs=1e-6)
     jsonl = [json.loads(x) for x in (grpo_dir / "metrics.jsonl").read_text().splitlines()]
     assert jsonl[0]["step"] == 1 and "reward" in jsonl[0]
@@ -134,7 +134,8 @@ def check_grpo_rewards(tmp_path: Path, scripted: Path, env_url: str | None) -> N
 
     model, tok = load_pretrained(scripted)
     run = GRPORun(output_dir=str(tmp_path / "out"), model=str(scripted), preset="tiny", max_steps=2,
-                  num_generations=2, seeds=(5, 6, 7), env_url=env_url, scale_rewards="batch", beta=0.02).resolved()
+                  num_generations=2, seeds=(5, 6, 7), env_url=env_url, scale_rewards="batch", beta=0.02,
+                  rollouts="trl").resolved()
     trainer = build_trainer(run, model, tok)
     assert trainer.args.scale_rewards == "batch" and trainer.args.beta == pytest.approx(0.02)
 
@@ -169,6 +170,64 @@ def check_grpo_rewards(tmp_path: Path, scripted: Path, env_url: str | None) -> N
     # the trainer logged every reward column (weight 0) beside the environment's reward (weight 1)
     assert trainer.reward_func_names == [*REWARD_COLUMNS, "valid_action_rate", "ArenaToolEnv"]
     assert trainer.reward_weights.tolist() == [0.0] * (len(REWARD_COLUMNS) + 1) + [1.0]
+
+
+@pytest.mark.parametrize("constrained", [False, True])
+def test_grpo_on_the_engine_trains_on_the_model_tokens_and_the_environment_return(
+        tmp_path: Path, scripted: Path, constrained: bool) -> None:
+    """GRPO fed by the rollout engine: one completion per row, the model's own ids marked in the
+    mask and the environment's turns between them unmarked, and the reward is the return the same
+    actions get in a fresh environment."""
+    from gpu_arena.training.grpo import GRPORun, build_trainer
+    from gpu_arena.training.presets import load_pretrained
+
+    model, tok = load_pretrained(scripted)
+    run = GRPORun(output_dir=str(tmp_path / "out"), model=str(scripted), preset="tiny", max_steps=2,
+                  num_generations=2, seeds=(5, 6, 7), constrained=constrained, max_turn_tokens=40).resolved()
+    assert run.rollouts == "engine"
+    trainer = build_trainer(run, model, tok)
+    seen: list[tuple[float, dict[str, Any]]] = []
+    calculate = trainer._calculate_rewards
+    generate = trainer._generate
+    between = [0]  # environment ids between the model's replies (an episode may end at its first move)
+
+    def capture(inputs: Any, prompts: Any, completions: Any, ids: Any) -> Any:
+        per_func = calculate(inputs, prompts, completions, ids)
+        weights = trainer.reward_weights.to(per_func.device)
+        for i, row in enumerate(inputs):
+            seen.append((float((per_func[i] * weights).nansum()), row))
+        return per_func
+
+    def check_generate(prompts: Any) -> Any:
+        out = generate(prompts)
+        prompt_ids, completion_ids, mask = out[0], out[1], out[2]
+        assert len(completion_ids) == len(prompts) and mask is not None
+        for p, c, m in zip(prompt_ids, completion_ids, mask, strict=True):
+            assert len(c) == len(m) and 0 < sum(m) <= len(m)  # the model's replies and the turns between them
+            between[0] += len(m) - sum(m)
+            text = tok.decode([t for t, k in zip(c, m, strict=True) if k], skip_special_tokens=True)
+            assert "<tool_call>" in text and "Round" not in text  # no environment text under the mask
+            if not constrained:  # the scripted model's one reply (under the grammar: what the grammar allows)
+                assert text.count("allocate_to_job") == text.count("<tool_call>")
+            assert tok.decode(p).count("<|im_start|>") == 3  # system (with tools), first turn, generation prompt
+        return out
+
+    trainer._calculate_rewards = capture
+    trainer._generate = check_generate
+    trainer.train()
+    trainer.rollout_func.close()
+    assert len(seen) == 4 and between[0] > 0
+    for reward, row in seen:
+        world = {"task": row["task"], "split": row["split"], "seed": row["seed"]}
+        assert row["seed"] in (5, 6, 7) and row["actions"]
+        if constrained:  # every constrained reply is an action
+            assert not any("rejected" in a for a in row["actions"])
+        else:
+            assert all(a.get("action_type") == "allocate_to_job" for a in row["actions"])
+        assert reward == pytest.approx(row["episode_return"], abs=1e-6)  # the trainer sums rewards in float32
+        assert reward == pytest.approx(replay_return(world, row["actions"]), abs=1e-6)
+    assert trainer.reward_func_names == ["episode_return", *REWARD_COLUMNS, "valid_action_rate"]
+    assert trainer.reward_weights.tolist() == [1.0] + [0.0] * (len(REWARD_COLUMNS) + 1)
 
 
 def test_tool_env_in_process_and_against_a_server(tmp_path: Path) -> None:

@@ -198,6 +198,8 @@ def test_progress_line_and_quiet_warnings() -> None:
     line = describe({"loss": 0.41234, "arena/valid_action_rate": 0.97, "arena/episodes_per_min": 312.4,
                      "reward": float("nan"), "other": 1})
     assert line == "loss 0.412 · valid 0.97 · ep/min 312"
+    # the rollout engine's figures: turns a second and the share of sampling inside generate
+    assert describe({"arena/turns_per_s": 41.6, "generate_share": 0.823}) == "turns/s 42 · gen 82%"
     with warnings.catch_warnings(record=True) as seen:
         warnings.simplefilter("always")
         with quiet_third_party():

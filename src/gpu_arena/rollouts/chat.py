@@ -190,4 +190,23 @@ class ChatTokens:
         return piece
 
 
+    def extend_verbatim(self, reply: Sequence[int], new: Sequence[dict[str, Any]]) -> list[int]:
+        """Append the model's ``reply`` ids as generated (its end token added where it was cut
+        before writing one), then the ids of what the template adds after the reply's end: the next
+        turn and the generation prompt. Returns the ids added (the reply first)."""
+        if self.mode != "incremental":
+            raise ValueError("verbatim prompts need a template that extends a chat by appending")
+        eos_id, eos = int(self.tok.eos_token_id), str(self.tok.eos_token)
+        before = self._messages[-1]
+        self._messages.extend(new)
+        piece = turn_piece(self.tok, before, new)
+        cut = piece.find(eos)
+        if cut < 0:
+            raise ValueError("the chat template does not end an assistant turn with the end token")
+        ids = list(reply) if reply and reply[-1] == eos_id else [*reply, eos_id]
+        ids += encode(self.tok, piece[cut + len(eos):])
+        self.ids.extend(ids)
+        return ids
+
+
 __all__ = ["ChatTokens", "encode", "first_ids", "full_ids", "incremental", "probe_chat", "turn_piece"]

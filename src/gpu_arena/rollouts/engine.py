@@ -75,6 +75,8 @@ class Flight:
     def __init__(self, turns: Sequence[Turn]) -> None:
         self.keys = [t.key for t in turns]
         self.prompts: list[list[int]] = [list(t.ids) for t in turns]
+        self.first = [len(p) for p in self.prompts]  # the first prompt's length: a trajectory's prompt
+        self.masks: list[list[int]] = [[] for _ in turns]  # after the first prompt: 1 where the model wrote
         self.grammars = [t.grammar for t in turns]
         self.done = [t.done for t in turns]
         self.turns = [0] * len(turns)
@@ -92,6 +94,9 @@ class Flight:
             i = self.index[t.key]
             del self.prompts[i][t.ids_from:]
             self.prompts[i].extend(t.ids)
+            mask = self.masks[i]
+            del mask[max(t.ids_from - self.first[i], 0):]
+            mask.extend([1] * t.model_len + [0] * (len(t.ids) - t.model_len))
             self.grammars[i] = t.grammar
             self.done[i] = t.done
 
@@ -161,7 +166,11 @@ class RolloutEngine:
             hi = lo + self.batch_size
             flight = self.open(worlds[lo:hi])
             turns += self.run(flight, explore[lo:hi], proposed[lo:hi], seed * 1_000_003 + lo)
-            for rollout, done in self.pool.close(flight.keys, finish):
+            for i, (rollout, done) in enumerate(self.pool.close(flight.keys, finish)):
+                if self.pool.config.verbatim:  # the trajectory as the model lived it, token by token
+                    rollout.prompt_ids = flight.prompts[i][:flight.first[i]]
+                    rollout.completion_ids = flight.prompts[i][flight.first[i]:]
+                    rollout.completion_mask = list(flight.masks[i])
                 out.append(rollout)
                 self.finished.append(done)
             if progress is not None:

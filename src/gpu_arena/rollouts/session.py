@@ -41,6 +41,7 @@ class World:
     task: str
     split: str
     seed: int
+    opponents: str | None = None  # who plays the other seats (None: the engine's setting)
 
 
 @dataclass
@@ -58,6 +59,11 @@ class Rollout:
     # the lookahead's changed turns as prompt-completion records (training.lookahead.correction_record)
     corrections: list[dict[str, Any]] = field(default_factory=list)
     engine: str = ""  # which engine played the episode ("rust" | "python")
+    # verbatim prompts (SessionConfig.verbatim): the first prompt's ids, every id after it (the model's
+    # replies and the environment's turns), and 1 where the model wrote the id
+    prompt_ids: list[int] = field(default_factory=list)
+    completion_ids: list[int] = field(default_factory=list)
+    completion_mask: list[int] = field(default_factory=list)
 
     @property
     def turns(self) -> int:
@@ -102,6 +108,7 @@ class Turn:
     ids: list[int]
     grammar: tuple[str, int] | None
     done: bool
+    model_len: int = 0  # verbatim prompts: the first model_len of ``ids`` are the model's own reply
 
 
 @dataclass(frozen=True)
@@ -116,6 +123,9 @@ class SessionConfig:
     constrained: bool = False
     chat_mode: str = "incremental"
     engine: str | None = None
+    # the prompt carries the model's reply as it generated it, then what the template adds after the
+    # reply's end token (token in, token out: what a policy gradient trains on); needs incremental prompts
+    verbatim: bool = False
 
 
 _CALL = re.compile(r"<tool_call>\n(\{.*\})\n</tool_call>", re.DOTALL)
@@ -204,7 +214,8 @@ class Session:
         from ..env import GpuArenaEnv
 
         c = self.config
-        self.env = GpuArenaEnv(task=self.world.task, split=self.world.split, seat=c.seat, opponents=c.opponents,
+        opponents = self.world.opponents if self.world.opponents is not None else c.opponents
+        self.env = GpuArenaEnv(task=self.world.task, split=self.world.split, seat=c.seat, opponents=opponents,
                                engine=c.engine)
         self.obs = self.env.reset(seed=self.world.seed)
         self.conv.observe(self.obs)
@@ -222,10 +233,17 @@ class Session:
         before = len(self.conv.transcript)
         self.obs = self.play(answer)
         self.conv.observe(self.obs)  # after the last move: "The episode is over.", as the teacher's records end
+        verbatim = self.config.verbatim and isinstance(reply, list)
+        start = len(self.chat.ids) if self.chat.mode == "incremental" else 0
         if self.obs.done:
             self.rollout.engine = self.engine
-            return Turn(self.key, len(self.chat.ids), [], None, True)
-        start = len(self.chat.ids) if self.chat.mode == "incremental" else 0
+            # verbatim: the last reply closes the trajectory (a policy gradient needs its tokens too)
+            last = list(reply) if verbatim and isinstance(reply, list) else []
+            return Turn(self.key, len(self.chat.ids), last, None, True, len(last))
+        if verbatim:
+            assert isinstance(reply, list)
+            ids = self.chat.extend_verbatim(reply, self.conv.transcript[before:])
+            return Turn(self.key, start, ids, self._grammar(), False, len(reply))
         ids = self.chat.extend(self.conv.transcript[before:])
         return Turn(self.key, start, ids, self._grammar(), False)
 

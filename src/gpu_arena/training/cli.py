@@ -275,6 +275,12 @@ def train_grpo(
     scale_rewards: str | None = typer.Option(None, help="advantage scaling: group | batch | none "
                                                         "(default: the preset's)"),
     lora: bool | None = typer.Option(None, "--lora/--full", help="LoRA adapters (merged at the end) or full"),
+    rollouts: str | None = typer.Option(None, help="engine (every episode of a step at once on the rollout "
+                                                   "engine) | trl (TRL's tool-call loop; needed for --env-url)"),
+    constrained: bool | None = typer.Option(None, "--constrained/--free", help="engine: decode under the seat's "
+                                            "action grammar (default: the preset's)"),
+    workers: int = typer.Option(0, min=0, help="engine: environment worker processes (0: in this process)"),
+    backend: str = typer.Option("process", help="engine: the workers as process | ray"),
     seed: int = typer.Option(0, min=0, max=MAX_TRAIN_SEED, help="seed (sampling, data order)"),
     db: str | None = typer.Option(None, help="SQLite store (default .arena/arena.db or $GPU_ARENA_DB)"),
     overwrite: bool = typer.Option(False, help="write into a non-empty --output"),
@@ -286,7 +292,7 @@ def train_grpo(
     verbose: bool = typer.Option(False, "--verbose", "-v", help="show third-party warnings and logs"),
 ) -> None:
     """Multi-turn GRPO: whole episodes against the environment, the seat's actions as tools, the
-    episode return as the reward (TRL GRPOTrainer with environment_factory)."""
+    episode return as the reward (TRL GRPOTrainer fed by the rollout engine, or its own tool loop)."""
     from .grpo import GRPORun, run_grpo
     from .presets import get_preset
     from .progress import StageProgress, quiet_third_party
@@ -303,8 +309,9 @@ def train_grpo(
             opponents=_opponents(opponents, league=True),
             max_steps=max_steps, num_generations=generations, prompts_per_step=prompts_per_step,
             learning_rate=lr, temperature=temperature, max_completion_length=max_completion_length,
-            max_turn_tokens=max_turn_tokens, beta=beta, scale_rewards=scale_rewards, lora=lora, seed=seed,
-            db=db, overwrite=overwrite, accel=accel)
+            max_turn_tokens=max_turn_tokens, beta=beta, scale_rewards=scale_rewards, lora=lora, rollouts=rollouts,
+            constrained=constrained, workers=workers, backend=backend, seed=seed, db=db, overwrite=overwrite,
+            accel=accel)
         run.resolved().validate()  # the run's own checks (split, --model, --scale-rewards, ...) first
         _start(preset, model)
         _output("--output", output)

@@ -26,6 +26,8 @@ from ..llm.tools import action_tools
 from .accel import Accel
 from .arena_env import ArenaToolEnv, reward_functions
 from .common import MetricsCallback, check_output_dir, describe_model, logged_run, starting_model, use_cpu
+from .grpo_rollouts import EngineRollouts, world_prompt
+from .grpo_rollouts import reward_functions as engine_reward_functions
 from .presets import SCALE_REWARDS, PresetError, fill_defaults, get_preset, save_checkpoint
 from .progress import drop_printer, progress_callback
 from .runlog import RunLog
@@ -55,13 +57,23 @@ class GRPORun:
     beta: float | None = None
     scale_rewards: str | None = None  # "group" | "batch" | "none" (TRL scale_rewards)
     lora: bool | None = None
+    # who plays the rollouts: "engine" (the rollout engine through TRL's rollout_func: every episode of a
+    # step at once, grammar-constrained when `constrained`) or "trl" (TRL's tool-call loop; the only way
+    # to play against a server, --env-url). None: engine, unless env_url is given
+    rollouts: str | None = None
+    constrained: bool | None = None  # None: the preset's (its pipeline decodes under the action grammar)
+    workers: int = 0  # the engine's environment workers (0: in this process)
+    backend: str = "process"
     seed: int = 0
     db: str | None = None
     overwrite: bool = False
     accel: Accel = field(default_factory=Accel)  # the GPU recipe's switches (vLLM, bf16, checkpointing)
 
     def resolved(self) -> GRPORun:
-        return fill_defaults(self, get_preset(self.preset).grpo)
+        run = fill_defaults(self, get_preset(self.preset).grpo)
+        rollouts = run.rollouts or ("trl" if run.env_url else "engine")
+        constrained = run.constrained if run.constrained is not None else get_preset(self.preset).pipeline.constrained
+        return replace(run, rollouts=rollouts, constrained=constrained)
 
     def validate(self) -> None:
         for t in self.tasks:
@@ -77,7 +89,18 @@ class GRPORun:
             raise PresetError(f"unknown scale_rewards {self.scale_rewards!r}; expected one of {', '.join(SCALE_REWARDS)}")
         if (self.num_generations or 2) < 2:
             raise PresetError("num_generations must be at least 2 (GRPO compares rollouts within a group)")
+        if self.rollouts not in (None, *ROLLOUTS):
+            raise PresetError(f"unknown rollouts {self.rollouts!r}; expected one of {', '.join(ROLLOUTS)}")
+        if self.rollouts == "engine" and self.env_url:
+            raise PresetError("the rollout engine plays in-process: --env-url needs --rollouts trl")
+        if self.constrained and self.rollouts == "trl":
+            raise PresetError("TRL's tool-call loop decodes freely: --constrained needs --rollouts engine")
+        if self.workers < 0 or self.backend not in ("process", "ray"):
+            raise PresetError("workers must be 0 or more and backend process or ray")
         self.accel.validate()
+
+
+ROLLOUTS = ("engine", "trl")
 
 
 def prompt_rows(tasks: tuple[str, ...], split: str, seeds: tuple[int, ...], pool: tuple[str, ...] = (),
@@ -113,7 +136,11 @@ def grpo_config_kwargs(run: GRPORun) -> dict[str, Any]:
     g = int(run.num_generations or 2)
     per_step = int(run.prompts_per_step or 1)
     max_rounds = max(task_params(t, run.split).rounds[1] for t in run.tasks)
-    n_funcs = len(reward_functions())
+    if run.rollouts == "engine":  # the episode return is the first reward function (weight 1)
+        n_engine = len(engine_reward_functions())
+        weights = [1.0] + [0.0] * (n_engine - 1)
+    else:  # the environment's get_reward has weight 1 of its own
+        weights = [0.0] * len(reward_functions())
     return dict(
         output_dir=f"{run.output_dir}/trainer", max_steps=int(run.max_steps or 1), per_device_train_batch_size=g,
         gradient_accumulation_steps=per_step, num_generations=g, learning_rate=float(run.learning_rate or 1e-5),
@@ -126,7 +153,7 @@ def grpo_config_kwargs(run: GRPORun) -> dict[str, Any]:
         # a rollout is at most one call per round plus the answer after the end; two spare calls
         # absorb calls to unknown tool names, which TRL answers without playing a round
         max_tool_calling_iterations=max_rounds + 2,
-        reward_weights=[0.0] * n_funcs, logging_steps=1, save_strategy="no", report_to="none", seed=run.seed,
+        reward_weights=weights, logging_steps=1, save_strategy="no", report_to="none", seed=run.seed,
         data_seed=run.seed, use_cpu=use_cpu(), dataloader_num_workers=0,
         disable_tqdm=True, log_completions=False, shuffle_dataset=True, **run.accel.grpo_args(),
     )
@@ -146,6 +173,19 @@ def build_trainer(run: GRPORun, model: Any, tokenizer: Any, callbacks: list[Any]
 
         peft_config = LoraConfig(r=16, lora_alpha=32, lora_dropout=0.0, target_modules="all-linear",
                                  task_type="CAUSAL_LM")
+    if run.rollouts == "engine":
+        import os
+
+        os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")  # rollout_func is TRL's, marked experimental
+        rows = [{**row, "prompt": world_prompt(row["task"], row["split"], row["seed"], row.get("opponents"))}
+                for row in prompt_rows(run.tasks, run.split, run.seeds, run.opponent_pool, run.seed)]
+        rollout_func = EngineRollouts(tokenizer, constrained=bool(run.constrained), max_turn_tokens=run.max_turn_tokens,
+                                      opponents=None if run.opponent_pool else run.opponents, workers=run.workers,
+                                      backend=run.backend)
+        engine_funcs: list[Any] = engine_reward_functions()
+        return GRPOTrainer(model=model, reward_funcs=engine_funcs, args=args,
+                           train_dataset=Dataset.from_list(rows), processing_class=tokenizer, peft_config=peft_config,
+                           callbacks=callbacks, rollout_func=rollout_func)
     env_url = run.env_url
     opponents = None if run.opponent_pool else run.opponents  # a pool: each row names its opponents
     trainer = GRPOTrainer(model=model, reward_funcs=funcs, args=args, train_dataset=dataset,
@@ -178,7 +218,11 @@ def run_grpo(run: GRPORun, display: Any = None) -> dict[str, Any]:
             callbacks.append(progress_callback(display))
         trainer = build_trainer(run, start.model, start.tokenizer, callbacks)
         drop_printer(trainer)
-        result = trainer.train()
+        try:
+            result = trainer.train()
+        finally:
+            if hasattr(trainer.rollout_func, "close"):
+                trainer.rollout_func.close()
         model: Any = trainer.model
         if run.lora:
             model = model.merge_and_unload()
@@ -191,4 +235,4 @@ def run_grpo(run: GRPORun, display: Any = None) -> dict[str, Any]:
     return logged_run(runlog, train)
 
 
-__all__ = ["GRPORun", "build_trainer", "grpo_config_kwargs", "prompt_rows", "run_grpo"]
+__all__ = ["ROLLOUTS", "GRPORun", "build_trainer", "grpo_config_kwargs", "prompt_rows", "run_grpo"]

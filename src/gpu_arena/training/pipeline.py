@@ -281,7 +281,8 @@ def _stage_rl(run: PipelineRun, paths: Paths, show: Callable[[str, int], Any]) -
         with show("rl (grpo)", iterations) as bar:
             result = run_grpo(GRPORun(output_dir=str(paths.rl), model=str(paths.sft), preset=run.preset,
                                       tasks=(run.task,), max_steps=iterations, seed=run.seed, db=run.db,
-                                      overwrite=True, lora=run.lora, accel=run.accel), display=bar)
+                                      overwrite=True, lora=run.lora, accel=run.accel, constrained=run.constrained,
+                                      workers=run.workers, backend=run.backend), display=bar)
     else:
         from .rft import RFTRun, run_rft
 

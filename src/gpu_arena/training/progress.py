@@ -35,6 +35,8 @@ SHOWN = (
     ("arena/valid_action_rate", "valid", ".2f"),
     ("mean_token_accuracy", "acc", ".2f"),
     ("arena/episodes_per_min", "ep/min", ".0f"),
+    ("arena/turns_per_s", "turns/s", ".0f"),
+    ("generate_share", "gen", ".0%"),  # the share of sampling's wall time inside generate; the rest: environment
     ("tokens_per_s", "tok/s", ".0f"),
 )
 
