@@ -97,6 +97,18 @@ def warm_worlds(worlds: list[Any]) -> list[Any]:
     return [World(worlds[0].task, worlds[0].split, SEED_START - 100 + k) for k in range(8)]
 
 
+def cold_caches(tok: Any) -> None:
+    """Forget the grammar rules and matchers this process compiled (the engine keeps them across
+    runs; without this, a run after another would start warm)."""
+    from gpu_arena.llm import constrain
+    from gpu_arena.rollouts import session
+
+    constrain._action_rule.cache_clear()
+    session._GRAMMARS.clear()
+    if hasattr(tok, constrain._MATCHERS_ATTR):
+        delattr(tok, constrain._MATCHERS_ATTR)
+
+
 def run_before(tok: Any, worlds: list[Any]) -> dict[str, Any]:
     from gpu_arena.core.policy import seat_view
     from gpu_arena.llm.tools import render_reply
@@ -169,6 +181,7 @@ def run_engine(tok: Any, worlds: list[Any], workers: int, backend: str = "proces
             scripted.keys = [flight.keys[i] for i in rows for _ in range(repeat)]
             return super().generate(flight, rows, temperature, seed, repeat)
 
+    cold_caches(tok)  # every run compiles its own grammars and matchers (its warm-up, below, warms them)
     config = SessionConfig(tok, constrained=True, chat_mode=chat_mode(tok))
     with WorkerPool(config, workers, backend) as pool:
         scripted.pool = pool
@@ -189,12 +202,13 @@ def run_engine(tok: Any, worlds: list[Any], workers: int, backend: str = "proces
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--quick", action="store_true", help="64 worlds a task instead of 192")
+    parser.add_argument("--quick", action="store_true", help="256 worlds a task instead of 1024")
+    parser.add_argument("--worlds", type=int, default=None, help="worlds a task (overrides --quick)")
     parser.add_argument("--no-scaling", action="store_true", help="leave out the workers/Ray curve")
     args = parser.parse_args()
     from gpu_arena.rollouts import World
 
-    n = 64 if args.quick else 192
+    n = args.worlds or (256 if args.quick else 1024)
     t0 = time.perf_counter()
     tok = build_tokenizer()
     out: dict[str, Any] = {"bench": "rollouts", "worlds_per_task": n, "tokenizer_vocab": len(tok), "tasks": {}}

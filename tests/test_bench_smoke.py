@@ -150,7 +150,7 @@ def test_rollout_bench_takes_the_answerer_out_and_plays_the_same_episodes() -> N
     for row in (before, inline, spread):
         assert row["cpu_ms_per_turn"] > 0 and row["turns_per_s"] > 0
     assert before["answerer_ms_per_turn"] > 0 and spread["main_cpu_ms_per_turn"] < spread["cpu_ms_per_turn"]
-    assert inline["chat_mode"] == "incremental" and inline["engine"] == ["rust"]
+    assert inline["chat_mode"] == "incremental" and len(inline["engine"]) == 1  # one engine played them all
 
 
 def test_gpu_rollout_check_runs_on_the_cpu(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:

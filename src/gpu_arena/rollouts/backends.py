@@ -89,7 +89,9 @@ class TransformersBackend:
             mask[row, width - len(p):] = 1
         ids, mask = ids.to(model.device), mask.to(model.device)
         sample = temperature > 0
-        kwargs: dict[str, Any] = {"max_new_tokens": max_new_tokens, "do_sample": sample,
+        # use_cache: a checkpoint saved by a trainer says use_cache=False (training does not keep a KV
+        # cache); generating without one recomputes the whole sequence for every new token
+        kwargs: dict[str, Any] = {"max_new_tokens": max_new_tokens, "do_sample": sample, "use_cache": True,
                                   "pad_token_id": tok.pad_token_id, "eos_token_id": tok.eos_token_id}
         if sample:
             kwargs.update(temperature=temperature, top_p=top_p, top_k=0)
