@@ -201,3 +201,19 @@ def test_an_openai_compatible_server_generates_with_the_grammar_it_is_sent(tok: 
     free = OpenAIBackend("http://127.0.0.1:9/v1", "arena")
     assert not free.constrained  # no grammar field: free decoding, the parser reads the text
     free.close()
+
+
+def test_greedy_answers_and_samples_share_one_prefill(tiny_sft: Path) -> None:
+    """The lookahead's greedy answers and samples from one prefill of each prompt: the greedy replies
+    are those of a plain greedy call, and every prompt gets its samples, in a row."""
+    model, tok = load_pretrained(tiny_sft)
+    backend = TransformersBackend(model, tok)
+    prompts = [full_ids(tok, probe_chat(t, s, turns=1)[:2], action_tools())
+               for t, s in (("single_trade", 1), ("market_round", 2), ("single_trade", 3))]
+    plain = backend.generate(prompts, temperature=0.0, top_p=1.0, max_new_tokens=12, seed=0)
+    greedy, drawn = backend.generate_with_samples(prompts, samples=3, temperature=1.0, top_p=1.0, max_new_tokens=12,
+                                                  seed=0)
+    assert greedy == plain and len(drawn) == 9
+    assert all(isinstance(r, list) and r and tok.pad_token_id not in r for r in drawn)
+    again = backend.generate_with_samples(prompts, samples=3, temperature=1.0, top_p=1.0, max_new_tokens=12, seed=0)
+    assert again == (greedy, drawn)  # seeded

@@ -18,6 +18,7 @@ decodes under it where it can (``constrained`` says whether it did; a run record
 from __future__ import annotations
 
 import time
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -71,28 +72,87 @@ class TransformersBackend:
         out: dict[int, list[int] | str] = {}
         for g, lo in enumerate(range(0, len(order), self.group_size)):
             rows = order[lo:lo + self.group_size]
-            replies = self._group([prompts[i] for i in rows], temperature, top_p, max_new_tokens, seed * 1009 + g,
+            ids, mask = self._batch([prompts[i] for i in rows])
+            replies = self._group(ids, mask, temperature, top_p, max_new_tokens, seed * 1009 + g,
                                   [grammars[i] for i in rows] if grammars else None)
             out.update(zip(rows, replies, strict=True))
         return [out[i] for i in range(len(prompts))]
 
-    def _group(self, prompts: list[list[int]], temperature: float, top_p: float, max_new_tokens: int, seed: int,
-               grammars: list[Grammar | None] | None) -> list[list[int] | str]:
+    def generate_with_samples(self, prompts: Sequence[list[int]], *, samples: int, temperature: float, top_p: float,
+                              max_new_tokens: int, seed: int, grammars: Sequence[Grammar | None] | None = None
+                              ) -> tuple[list[list[int] | str], list[list[int] | str]]:
+        """Each prompt's greedy reply and ``samples`` sampled ones (``[p0 s0, p0 s1, ..., p1 s0, ...]``),
+        the prompt prefilled once for all of them: the KV cache of the prompt is computed once, copied
+        for the greedy decoding and repeated for the sampled ones (a lookahead turn asks for both; the
+        prefill of a whole conversation is most of a ``generate`` call)."""
+        order = sorted(range(len(prompts)), key=lambda i: len(prompts[i]))
+        greedy: dict[int, list[int] | str] = {}
+        sampled: dict[int, list[list[int] | str]] = {}
+        for g, lo in enumerate(range(0, len(order), self.group_size)):
+            rows = order[lo:lo + self.group_size]
+            gr = [grammars[i] for i in rows] if grammars else None
+            ids, mask = self._batch([prompts[i] for i in rows])
+            cache = self._prefill(ids, mask)
+            import copy
+
+            greedy.update(zip(rows, self._group(ids, mask, 0.0, top_p, max_new_tokens, seed * 1009 + g, gr,
+                                                copy.deepcopy(cache)), strict=True))
+            if samples:
+                cache.batch_repeat_interleave(samples)
+                drawn = self._group(ids.repeat_interleave(samples, 0), mask.repeat_interleave(samples, 0), temperature,
+                                    top_p, max_new_tokens, seed * 1009 + g + 7,
+                                    [x for x in gr for _ in range(samples)] if gr else None, cache)
+                for k, i in enumerate(rows):
+                    sampled[i] = drawn[k * samples:(k + 1) * samples]
+        return ([greedy[i] for i in range(len(prompts))],
+                [r for i in range(len(prompts)) for r in sampled.get(i, [])])
+
+    def _batch(self, prompts: list[list[int]]) -> tuple[Any, Any]:
+        """Left-padded ids and attention mask on the model's device, as generation needs."""
         import torch
 
-        tok, model = self.tokenizer, self.model
+        tok = self.tokenizer
         width = max(len(p) for p in prompts)
         ids = torch.full((len(prompts), width), int(tok.pad_token_id), dtype=torch.long)
         mask = torch.zeros((len(prompts), width), dtype=torch.long)
-        for row, p in enumerate(prompts):  # left padding, as generation needs
+        for row, p in enumerate(prompts):
             ids[row, width - len(p):] = torch.tensor(p, dtype=torch.long)
             mask[row, width - len(p):] = 1
-        ids, mask = ids.to(model.device), mask.to(model.device)
+        return ids.to(self.model.device), mask.to(self.model.device)
+
+    def _prefill(self, ids: Any, mask: Any) -> Any:
+        """The KV cache of every prompt but its last token (``generate`` feeds that one), at the
+        positions ``generate`` gives left-padded rows."""
+        import torch
+
+        t0 = time.perf_counter()
+        was_training = self.model.training
+        self.model.eval()
+        try:
+            with torch.inference_mode():
+                positions = (mask.cumsum(-1) - 1).clamp(min=0)
+                out = self.model(input_ids=ids[:, :-1], attention_mask=mask[:, :-1], position_ids=positions[:, :-1],
+                                 use_cache=True)
+        finally:
+            if was_training:
+                self.model.train()
+        self.stats.seconds += time.perf_counter() - t0
+        self.stats.prompt_tokens += int(mask.sum())
+        return out.past_key_values
+
+    def _group(self, ids: Any, mask: Any, temperature: float, top_p: float, max_new_tokens: int, seed: int,
+               grammars: list[Grammar | None] | None, cache: Any = None) -> list[list[int] | str]:
+        import torch
+
+        tok, model = self.tokenizer, self.model
+        width = int(ids.shape[1])
         sample = temperature > 0
         # use_cache: a checkpoint saved by a trainer says use_cache=False (training does not keep a KV
         # cache); generating without one recomputes the whole sequence for every new token
         kwargs: dict[str, Any] = {"max_new_tokens": max_new_tokens, "do_sample": sample, "use_cache": True,
                                   "pad_token_id": tok.pad_token_id, "eos_token_id": tok.eos_token_id}
+        if cache is not None:
+            kwargs["past_key_values"] = cache
         if sample:
             kwargs.update(temperature=temperature, top_p=top_p, top_k=0)
         if grammars is not None and any(g is not None for g in grammars):
@@ -112,7 +172,9 @@ class TransformersBackend:
             with torch.inference_mode():
                 if sample:
                     torch.manual_seed(seed)
-                out = model.generate(input_ids=ids, attention_mask=mask, **kwargs)
+                with warnings.catch_warnings():  # transformers 5.2x renames past_key_values; 5.1x knows only it
+                    warnings.simplefilter("ignore", FutureWarning)
+                    out = model.generate(input_ids=ids, attention_mask=mask, **kwargs)
         finally:
             if was_training:
                 model.train()

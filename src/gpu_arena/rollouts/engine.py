@@ -139,6 +139,22 @@ class RolloutEngine:
                                      max_new_tokens=self.max_new_tokens, seed=seed,
                                      grammars=grammars if any(g is not None for g in grammars) else None)
 
+    def generate_with_samples(self, flight: Flight, rows: Sequence[int], seed: int, samples: int
+                              ) -> tuple[list[list[int] | str], list[list[int] | str]]:
+        """The greedy reply to each prompt of ``rows`` and ``samples`` sampled ones (in a row per
+        prompt), each prompt prefilled once where the backend can share it
+        (:meth:`~gpu_arena.rollouts.backends.TransformersBackend.generate_with_samples`), else two calls."""
+        shared = getattr(self.backend, "generate_with_samples", None)
+        if shared is None or not samples or self.temperature <= 0:
+            greedy = self.generate(flight, rows, 0.0, seed)
+            drawn = self.generate(flight, rows, self.temperature, seed * 7919 + 1, repeat=samples) \
+                if samples and self.temperature > 0 else []
+            return greedy, drawn
+        grammars = [flight.grammars[i] for i in rows]
+        return shared([flight.prompts[i] for i in rows], samples=samples, temperature=self.temperature,
+                      top_p=self.top_p, max_new_tokens=self.max_new_tokens, seed=seed,
+                      grammars=grammars if any(g is not None for g in grammars) else None)
+
     # ------------------------------------------------------------------ playing
 
     def play(self, worlds: Sequence[World], *, seed: int = 0, explore_turns: Sequence[int | None] | None = None,

@@ -102,10 +102,11 @@ def improve(sampler: BatchedSampler, worlds: Sequence[World], *, samples: int = 
         if not live:
             break
         # candidates: the greedy answer first (it wins ties), then samples, then proposals; duplicates dropped
-        raw: list[tuple[int, Any]] = list(zip(live, engine.generate(flight, live, 0.0, seed), strict=True))
-        if samples and sampler.temperature > 0:  # all samples of all worlds in one generate: calls cost most
-            drawn = engine.generate(flight, live, sampler.temperature, seed * 7919 + turn * 131, repeat=samples)
-            raw += [(live[j // samples], a) for j, a in enumerate(drawn)]
+        # the greedy answers and every world's samples from one prefill of each prompt (calls cost most)
+        greedy, drawn = engine.generate_with_samples(flight, live, seed * 7919 + turn * 131,
+                                                     samples if sampler.temperature > 0 else 0)
+        raw: list[tuple[int, Any]] = list(zip(live, greedy, strict=True))
+        raw += [(live[j // samples], a) for j, a in enumerate(drawn)]
         read = pool.read([(flight.keys[i], r) for i, r in raw]).wait()
         cands: dict[int, list[Answer]] = {i: [] for i in live}
         for (i, _), answer in zip(raw, read, strict=True):
