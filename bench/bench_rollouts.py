@@ -101,10 +101,9 @@ def cold_caches(tok: Any) -> None:
     """Forget the grammar rules and matchers this process compiled (the engine keeps them across
     runs; without this, a run after another would start warm)."""
     from gpu_arena.llm import constrain
-    from gpu_arena.rollouts import session
 
     constrain._action_rule.cache_clear()
-    session._GRAMMARS.clear()
+    constrain._SEAT_GRAMMARS.clear()
     if hasattr(tok, constrain._MATCHERS_ATTR):
         delattr(tok, constrain._MATCHERS_ATTR)
 

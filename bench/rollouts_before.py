@@ -79,9 +79,14 @@ class LoopBefore:
     def grammars(self, envs: Sequence[Any]) -> list[Any] | None:
         if not self.constrained:
             return None
-        from gpu_arena.llm.constrain import seat_grammar
+        from gpu_arena.llm import constrain
 
-        return [seat_grammar(env.episode.observe(self.seat)) for env in envs]
+        out = []
+        for env in envs:  # built whole every turn, as then: the caches the engine added are emptied first
+            constrain._action_rule.cache_clear()
+            constrain._SEAT_GRAMMARS.clear()
+            out.append(constrain.seat_grammar(env.episode.observe(self.seat)))
+        return out
 
     def generate(self, batch: list[list[dict[str, Any]]], grammars: Sequence[Any] | None) -> list[Answer]:
         tok = self.tokenizer

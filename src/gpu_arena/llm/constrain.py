@@ -314,6 +314,24 @@ _MATCHERS_ATTR = "_gpu_arena_matchers"
 _MATCHERS_KEPT = 2048
 
 
+def _kept_matchers(tokenizer: Any) -> OrderedDict[str, Any]:
+    """The compiled matchers kept on ``tokenizer`` by grammar text (a fresh dict where it takes no
+    attributes)."""
+    kept: OrderedDict[str, Any] | None = getattr(tokenizer, _MATCHERS_ATTR, None)
+    if kept is None:
+        kept = OrderedDict()
+        with contextlib.suppress(AttributeError):
+            setattr(tokenizer, _MATCHERS_ATTR, kept)
+    return kept
+
+
+def _keep(kept: OrderedDict[str, Any], lark: str, matcher: Any) -> None:
+    """Keep ``matcher`` as the newest, forgetting the oldest beyond :data:`_MATCHERS_KEPT`."""
+    kept[lark] = matcher
+    while len(kept) > _MATCHERS_KEPT:
+        kept.popitem(last=False)
+
+
 def compiled_matcher(tokenizer: Any, lark: str, *, cache: bool = True) -> Any:
     """A fresh ``LLMatcher`` for ``lark``: compiled once per tokenizer and grammar text (about 2 ms
     each), then copied for each use (about 10 us; a copy starts where the compiled one stands, at
@@ -323,19 +341,13 @@ def compiled_matcher(tokenizer: Any, lark: str, *, cache: bool = True) -> Any:
 
     if not cache:  # compiled for this use alone (the loop before decision 0027 did this every turn)
         return llguidance.LLMatcher(grammar_tokenizer(tokenizer), lark, log_level=0)
-    kept: OrderedDict[str, Any] | None = getattr(tokenizer, _MATCHERS_ATTR, None)
-    if kept is None:
-        kept = OrderedDict()
-        with contextlib.suppress(AttributeError):
-            setattr(tokenizer, _MATCHERS_ATTR, kept)
+    kept = _kept_matchers(tokenizer)
     hit = kept.get(lark)
     if hit is None:
         hit = llguidance.LLMatcher(grammar_tokenizer(tokenizer), lark, log_level=0)
         if hit.is_error():
             return hit  # not kept: the caller reports it
-        kept[lark] = hit
-        if len(kept) > _MATCHERS_KEPT:
-            kept.popitem(last=False)
+        _keep(kept, lark, hit)
     else:
         kept.move_to_end(lark)
     return hit.deep_copy()
@@ -353,8 +365,8 @@ def precompile(tokenizer: Any, larks: Sequence[str]) -> None:
 
     import llguidance
 
-    kept: OrderedDict[str, Any] | None = getattr(tokenizer, _MATCHERS_ATTR, None)
-    missing = list(dict.fromkeys(g for g in larks if kept is None or g not in kept))
+    kept = _kept_matchers(tokenizer)
+    missing = list(dict.fromkeys(g for g in larks if g not in kept))
     if len(missing) < 2:
         return  # nothing to spread
     if not _COMPILERS:
@@ -362,15 +374,9 @@ def precompile(tokenizer: Any, larks: Sequence[str]) -> None:
                                              thread_name_prefix="grammar"))
     lltok = grammar_tokenizer(tokenizer)
     built = list(_COMPILERS[0].map(lambda g: llguidance.LLMatcher(lltok, g, log_level=0), missing))
-    if kept is None:
-        kept = OrderedDict()
-        with contextlib.suppress(AttributeError):
-            setattr(tokenizer, _MATCHERS_ATTR, kept)
     for g, m in zip(missing, built, strict=True):
         if not m.is_error():
-            kept[g] = m
-    while len(kept) > _MATCHERS_KEPT:
-        kept.popitem(last=False)
+            _keep(kept, g, m)
 
 
 class GrammarConstraint:
@@ -451,10 +457,25 @@ class GrammarConstraint:
         return scores
 
 
+_SEAT_GRAMMARS: OrderedDict[str, ActionGrammar] = OrderedDict()
+_SEAT_GRAMMARS_KEPT = 4096
+
+
 def seat_grammar(view: Any, mode: str = "tools") -> ActionGrammar:
-    """The grammar of a reply for the seat whose observation is ``view``."""
+    """The grammar of a reply for the seat whose observation is ``view``. Kept by the legal ids it is
+    built from (a grammar is a function of them alone; worlds of a task name their blocks, jobs and
+    labs alike, so many turns repeat one)."""
     legal = legal_ids(view)
-    return action_grammar(legal, mode, [view.controlled_lab_id, *legal["form_coalition"]["member_lab_ids"]])
+    labs = [view.controlled_lab_id, *legal["form_coalition"]["member_lab_ids"]]
+    key = json.dumps([legal, labs, mode], sort_keys=True)
+    hit = _SEAT_GRAMMARS.get(key)
+    if hit is not None:
+        _SEAT_GRAMMARS.move_to_end(key)
+        return hit
+    _SEAT_GRAMMARS[key] = grammar = action_grammar(legal, mode, labs)
+    if len(_SEAT_GRAMMARS) > _SEAT_GRAMMARS_KEPT:
+        _SEAT_GRAMMARS.popitem(last=False)
+    return grammar
 
 
 __all__ = ["FIELDS", "ActionGrammar", "GrammarConstraint", "action_grammar", "grammar_tokenizer", "legal_ids",

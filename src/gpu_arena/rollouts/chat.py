@@ -189,7 +189,6 @@ class ChatTokens:
         self.ids.extend(piece)
         return piece
 
-
     def extend_verbatim(self, reply: Sequence[int], new: Sequence[dict[str, Any]]) -> list[int]:
         """Append the model's ``reply`` ids as generated (its end token added where it was cut
         before writing one), then the ids of what the template adds after the reply's end: the next

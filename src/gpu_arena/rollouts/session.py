@@ -20,7 +20,6 @@ from __future__ import annotations
 import copy
 import json
 import re
-from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -167,29 +166,6 @@ def fast_call(text: str) -> tuple[str, list[dict[str, Any]]] | None:
     return "", [{"type": "function", "function": {"name": obj["name"], "arguments": obj["arguments"]}}]
 
 
-_GRAMMARS: OrderedDict[str, tuple[str, int]] = OrderedDict()
-_GRAMMAR_CACHE = 4096
-
-
-def seat_grammar_of(view: Any) -> tuple[str, int]:
-    """The seat's action grammar as ``(lark, max_bytes)``, cached by the legal ids it is built from
-    (worlds of a task name their blocks, jobs and labs alike, so most turns repeat one)."""
-    from ..llm.constrain import action_grammar, legal_ids
-
-    legal = legal_ids(view)
-    labs = [view.controlled_lab_id, *legal["form_coalition"]["member_lab_ids"]]
-    key = json.dumps([legal, labs], sort_keys=True)
-    hit = _GRAMMARS.get(key)
-    if hit is not None:
-        _GRAMMARS.move_to_end(key)
-        return hit
-    g = action_grammar(legal, "tools", labs)
-    _GRAMMARS[key] = out = (g.lark, g.max_bytes)
-    if len(_GRAMMARS) > _GRAMMAR_CACHE:
-        _GRAMMARS.popitem(last=False)
-    return out
-
-
 class Session:
     """One episode of ``world`` with the model in ``config.seat``; see the module docstring. Keys
     are the engine's; a session never talks to the generation side itself."""
@@ -276,7 +252,10 @@ class Session:
     def _grammar(self) -> tuple[str, int] | None:
         if not self.config.constrained:
             return None
-        return seat_grammar_of(self.env.episode.observe(self.config.seat))
+        from ..llm.constrain import seat_grammar
+
+        g = seat_grammar(self.env.episode.observe(self.config.seat))
+        return g.lark, g.max_bytes
 
     # ------------------------------------------------------------------ lookahead
 
@@ -311,5 +290,4 @@ class Session:
         return play_seat(self.env, make_policy(policy, seed=seed)).episode_return
 
 
-__all__ = ["Answer", "Reply", "Rollout", "Session", "SessionConfig", "Turn", "World", "fast_call", "read_reply",
-           "seat_grammar_of"]
+__all__ = ["Answer", "Reply", "Rollout", "Session", "SessionConfig", "Turn", "World", "fast_call", "read_reply"]

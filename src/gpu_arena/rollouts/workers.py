@@ -25,7 +25,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from ..llm.tools import action_tools
-from .session import Answer, Reply, Rollout, Session, SessionConfig, Turn, World
+from .session import Answer, Reply, Rollout, Session, SessionConfig, Turn, World, read_reply
 
 BACKENDS = ("process", "ray")
 
@@ -56,8 +56,6 @@ class EnvWorker:
 
     def read(self, items: Sequence[tuple[int, Reply]]) -> list[Answer]:
         """Replies read as the session would read them, without playing them (candidates)."""
-        from .session import read_reply
-
         return [(new, None, 0) if isinstance(new, str) else
                 read_reply(self.config.tokenizer, new, self.sessions[key].chat.ids, self.tools) for key, new in items]
 
