@@ -55,6 +55,11 @@ def test_a_template_that_does_not_extend_by_appending_is_rendered_whole(tok: Any
     assert not incremental(other, None)
     assert chat_mode(other) == "full"
     assert chat_mode(tok) == "incremental"
+    # verbatim trajectories (GRPO on the engine) cannot be built on such a template: said, not guessed
+    from gpu_arena.training.grpo_rollouts import EngineRollouts
+
+    with pytest.raises(ValueError, match="extends a chat by appending"):
+        EngineRollouts(other, constrained=False, max_turn_tokens=16)
 
 
 def test_a_grammar_shaped_reply_is_read_as_the_response_parser_reads_it(tok: Any) -> None:

@@ -48,6 +48,11 @@ class EngineRollouts:
                  workers: int = 0, backend: str = "process") -> None:
         self.tokenizer = tokenizer
         self.max_turn_tokens = max_turn_tokens
+        from .rollouts import chat_mode
+
+        if chat_mode(tokenizer) != "incremental":  # verbatim trajectories append each turn to the last
+            raise ValueError("GRPO on the engine needs a chat template that extends a chat by appending "
+                             "(gpu_arena.rollouts.incremental); use rollouts='trl'")
         self.config = SessionConfig(tokenizer, opponents=opponents, constrained=constrained, verbatim=True)
         self.pool = WorkerPool(self.config, workers, backend)
         self.last: Any = None
