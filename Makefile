@@ -8,7 +8,7 @@ export PIP_CONSTRAINT := $(CURDIR)/constraints.txt
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 PYTEST_WORKERS ?= 2
 
-.PHONY: install chromium run test bench lint clean
+.PHONY: install chromium run test bench lint clean native-sync
 
 $(STAMP): pyproject.toml constraints.txt
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -28,12 +28,25 @@ $(NATIVE): $(STAMP) src/gpu_arena/core/kernels.py src/gpu_arena/core/native.py s
 	@$(PY) -m gpu_arena.native_build --quiet --out $(dir $(NATIVE)) || echo "(the core's kernels run from source)"
 
 # the Rust engine (native/, decision 0026) built with cargo into the same folder, offline: its crates
-# come from Debian's packages; without cargo or them the Python core runs, with the same results
+# come from Debian's packages; without cargo or them the Python core runs, with the same results.
+# It is rebuilt when any of the crate's sources changes: every .rs file under native/src (rules/ and
+# policies/ included), the Cargo manifests and the cargo config.
 RUST := $(VENV)/gpu-arena-native/rust.json
 PYO3_CRATE := /usr/share/cargo/registry/pyo3-0.17.3
-$(RUST): $(STAMP) native/Cargo.toml native/Cargo.lock $(wildcard native/src/*.rs) src/gpu_arena/rust_build.py src/gpu_arena/core/native.py
-	@test -d $(PYO3_CRATE) || { $(SUDO) apt-get update -qq && $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends librust-pyo3-dev librust-indexmap-dev >/dev/null; } || echo "(no Debian crates for the Rust engine)"
+RUST_SOURCES := native/Cargo.toml native/Cargo.lock $(wildcard native/.cargo/config.toml) $(sort $(shell find native/src -name '*.rs'))
+define DEBIAN_CRATES
+@test -d $(PYO3_CRATE) || { $(SUDO) apt-get update -qq && $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends librust-pyo3-dev librust-indexmap-dev >/dev/null; } || echo "(no Debian crates for the Rust engine)"
+endef
+$(RUST): $(STAMP) $(RUST_SOURCES) src/gpu_arena/rust_build.py src/gpu_arena/core/native.py
+	$(DEBIAN_CRATES)
 	@$(PY) -m gpu_arena.rust_build --quiet || echo "(the Rust engine is not built; the Python core runs)"
+
+# after porting a change of a mirrored Python module to native/: build the crate, record the modules'
+# digests in native/mirrors.json (never edited by hand) and check the port with tests/native; where
+# the check fails the manifest is left as it was. Commit native/mirrors.json with the port.
+native-sync: $(STAMP)
+	$(DEBIAN_CRATES)
+	$(PY) -m gpu_arena.rust_build --sync --quiet
 
 install: $(STAMP) $(NATIVE) $(RUST)
 

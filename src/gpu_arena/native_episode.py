@@ -14,7 +14,10 @@ copies the episode where it stands, in Rust while it plays there.
 
 :func:`native_engine` says whether the Rust engine may run here: built for the crate as it is
 (:func:`gpu_arena.core.native.rust`) and ported from the Python core as it is (every module it
-mirrors, :data:`MIRRORED`, has the digest recorded in ``native/mirrors.json``).
+mirrors, :data:`MIRRORED`, has the digest recorded in ``native/mirrors.json``, which ``make
+native-sync`` writes after a port). Where a build exists but either has moved on it warns
+(:class:`StaleTwinWarning`), naming the modules or files, and the Python core plays;
+``tests/native`` fails on it under CI.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ import copy
 import hashlib
 import json
 import random
+import warnings
 from collections.abc import Mapping
 from pathlib import Path
 from types import ModuleType
@@ -61,39 +65,74 @@ MIRRORED: tuple[str, ...] = (
     "core/rules/outcome.py", "core/policy.py", "policies/negotiator.py", "policies/archetypes.py",
     "policies/planning.py",
 )
-MIRRORS_FILE = "mirrors.json"
+MIRRORS_FILE = "mirrors.json"  # written by `make native-sync` (gpu_arena.rust_build.write_mirrors), never by hand
 _PACKAGE = Path(__file__).resolve().parent
 
 
-def mirror_digests() -> dict[str, str]:
-    """The SHA-256 of each module of :data:`MIRRORED` as it is on disk."""
-    return {name: hashlib.sha256((_PACKAGE / name).read_bytes()).hexdigest() for name in MIRRORED}
+class StaleTwinWarning(UserWarning):
+    """The Rust engine was built but does not play: a module it mirrors changed since the port, or
+    the crate changed since the build. The warning names them; the Python core plays meanwhile."""
+
+
+def mirror_digests(package: Path | None = None) -> dict[str, str]:
+    """The SHA-256 of each module of :data:`MIRRORED` as it is on disk (in ``package``, default
+    this installation's ``gpu_arena``)."""
+    root = package or _PACKAGE
+    return {name: hashlib.sha256((root / name).read_bytes()).hexdigest() for name in MIRRORED}
+
+
+def recorded_mirrors(crate: Path) -> dict[str, str] | str:
+    """The digests ``native/mirrors.json`` records for the port, or why there are none."""
+    try:
+        recorded = json.loads((crate / MIRRORS_FILE).read_text())
+    except (OSError, ValueError):
+        return f"the crate records no {MIRRORS_FILE} (`make native-sync` writes it)"
+    if not isinstance(recorded, dict):
+        return f"native/{MIRRORS_FILE} is not a mapping of module to digest (`make native-sync` writes it)"
+    return recorded
+
+
+def stale_mirrors(recorded: Mapping[str, Any], package: Path | None = None) -> list[str]:
+    """The modules of :data:`MIRRORED` whose digest is not the one ``recorded`` for the port."""
+    digests = mirror_digests() if package is None else mirror_digests(package)
+    return [name for name, digest in digests.items() if recorded.get(name) != digest]
 
 
 _ENGINE: list[ModuleType | str] = []
+STALE_PORT = "the Python core changed since the port"  # how native_engine's reason begins for a stale port
 
 
 def native_engine() -> ModuleType | str:
-    """``gpu_arena_rs`` where it may play episodes here, else why not (checked once per process)."""
+    """``gpu_arena_rs`` where it may play episodes here, else why not (checked once per process).
+    Where a build exists but is stale (:class:`StaleTwinWarning`) it warns, naming what changed."""
     if not _ENGINE:
         _ENGINE.append(_native_engine())
+        reason = _ENGINE[0]
+        if isinstance(reason, str) and (reason.startswith(STALE_PORT) or "crate changed" in reason):
+            warnings.warn(StaleTwinWarning(f"the Rust engine does not play, the Python core does (slower): {reason}"),
+                          stacklevel=2)
     return _ENGINE[0]
 
 
 def _native_engine() -> ModuleType | str:
     module = native.rust()
-    if isinstance(module, str):
-        return module
     crate = native.crate_dir()
+    if isinstance(module, str):
+        if "crate changed" in module and crate is not None:
+            from .rust_build import stale_sources
+
+            changed = stale_sources(native.native_dir(), crate)
+            if changed:
+                return f"its crate changed since the build: {', '.join(changed)} (make install builds it again)"
+        return module
     if crate is None:
         return "no crate beside this installation (native/ of a source checkout)"
-    try:
-        recorded = json.loads((crate / MIRRORS_FILE).read_text())
-    except (OSError, ValueError):
-        return f"the crate records no {MIRRORS_FILE}"
-    stale = [name for name, digest in mirror_digests().items() if recorded.get(name) != digest]
+    recorded = recorded_mirrors(crate)
+    if isinstance(recorded, str):
+        return recorded
+    stale = stale_mirrors(recorded)
     if stale:
-        return f"the Python core changed since the port: {', '.join(stale)}"
+        return f"{STALE_PORT}: {', '.join(stale)} (port the change, then make native-sync)"
     return module
 
 

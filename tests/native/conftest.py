@@ -2,7 +2,10 @@
 
 ``GPU_ARENA_RS_SO`` may name a build to test (a crate built elsewhere); otherwise the one
 ``make install`` built is loaded through :func:`gpu_arena.core.native.rust`. Where there is none the
-tests skip, except under CI, where the build is part of the install and its absence fails.
+tests skip, except under CI (``CI=true``, which ``.ci/run`` sets), where the build is part of the
+install and its absence fails. A twin out of step with the Python core — a mirrored module edited
+since the port, a build older than the crate — skips them outside CI, with a warning naming the
+modules, and fails them under CI (``twin_level.require_level``; ``test_rs_level.py`` is the gate).
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ import sys
 from types import ModuleType
 
 import pytest
+from twin_level import require_level, under_ci
 
 
 def _load() -> ModuleType | str:
@@ -32,16 +36,20 @@ def _load() -> ModuleType | str:
 @pytest.fixture(scope="session")
 def rs() -> ModuleType:
     """The Rust engine, to compare with the Python core. Where a module it mirrors has changed
-    since the port (``native/mirrors.json``) the comparisons skip, naming it: the environment then
-    plays on the Python core, and changing the economy never needs Rust (decision 0026)."""
+    since the port (``native/mirrors.json``) the comparisons skip, naming it, outside CI: the
+    environment then plays on the Python core, and changing the economy never needs Rust (decision
+    0026). Under CI they fail."""
     module = _load()
     if isinstance(module, str):
-        if os.environ.get("CI"):
-            pytest.fail(f"the Rust engine did not load under CI: {module}")
+        from gpu_arena.native_episode import _native_engine
+
+        module = str(_native_engine())  # names the crate's files a stale build was not made from
+        if under_ci():
+            pytest.fail(f"the Rust engine did not load under CI: {module}", pytrace=False)
         pytest.skip(f"the Rust engine is not built here: {module}")
-    from gpu_arena.native_episode import _native_engine
+    from gpu_arena.native_episode import STALE_PORT, _native_engine
 
     level = _native_engine()
-    if isinstance(level, str) and "changed since the port" in level:
-        pytest.skip(level)
+    if isinstance(level, str) and level.startswith(STALE_PORT):
+        require_level([level])
     return module

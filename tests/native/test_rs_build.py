@@ -54,6 +54,7 @@ def test_an_edited_rule_turns_the_rust_engine_off(monkeypatch: pytest.MonkeyPatc
     assert "core/rules/offers.py" in native_episode._native_engine()
     monkeypatch.setattr(native_episode, "_ENGINE", [])  # as a fresh process would find it
     env = GpuArenaEnv(task="single_trade", engine="auto")
-    env.reset(seed=0)
+    with pytest.warns(native_episode.StaleTwinWarning, match="core/rules/offers.py"):  # loudly, naming it
+        env.reset(seed=0)
     assert not isinstance(env.episode, native_episode.NativeEpisode)  # the Python core plays
 
