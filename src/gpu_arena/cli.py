@@ -12,7 +12,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from .cli_options import MAX_SEEDS, split_list, task_list
-from .console import console
+from .console import console, quiet_libraries
 from .core.tasks import task_params
 from .core.types import ACTION_TYPES, COMPONENT_COLUMNS, MAX_SEED, REWARD_COLUMNS, TASKS
 from .eval_tables import print_seat_returns, print_usage
@@ -101,6 +101,7 @@ def evaluate(
     judge: str | None = typer.Option(None, help="a model judge added to the rule judge, "
                                                 "llm:openai:<model>@<base_url> (turns judge mode on)"),
     wide: bool = typer.Option(False, "--wide", help="every column of the LLM ledger table"),
+    verbose: bool = typer.Option(False, "--verbose", help="the libraries' own progress bars and logs (llm:hf: models)"),
 ) -> None:
     """Evaluate policies in the controlled seat against the world's opponents (or --opponents), with
     95% bootstrap CIs, paired per-seed differences against a reference policy, and the LLM ledgers."""
@@ -138,10 +139,11 @@ def evaluate(
                   console=console, transient=False) as progress:
         bar = progress.add_task("episodes", total=total)
         try:
-            results = run_evaluation(pol, tsk, split, seed_list, workers=workers, keep_replays=bool(replays),
-                                     optima=optima, progress=lambda n: progress.advance(bar, n),
-                                     opponents=None if opp == "archetypes" else opp, judge_mode=judge_mode,
-                                     judge=judge, backend=backend, ray_address=ray_address)
+            with quiet_libraries(any("llm:hf:" in spec for spec in (*pol, opponents)), verbose):
+                results = run_evaluation(pol, tsk, split, seed_list, workers=workers, keep_replays=bool(replays),
+                                         optima=optima, progress=lambda n: progress.advance(bar, n),
+                                         opponents=None if opp == "archetypes" else opp, judge_mode=judge_mode,
+                                         judge=judge, backend=backend, ray_address=ray_address)
         except ValueError as e:
             raise typer.BadParameter(str(e)) from None
     duration = time.perf_counter() - t0
@@ -169,11 +171,11 @@ def evaluate(
     save_optima(con, optima)
     run_id = save_run(con, kind="eval", args=args, seeds=seed_list, rows=rows, episodes=results, duration_s=duration)
     save_usage(con, run_id, usage)
-    print(markdown_table(rows))
+    print(markdown_table(rows, escape_html=False))  # a terminal: names as typed
     if paired:
         same = "each policy against itself" if opp == SELF_PLAY else "same opponents"
         print(f"\nPaired by seed against {ref} (same worlds and shocks, {same}):\n")
-        print(paired_table(paired))
+        print(paired_table(paired, escape_html=False))
     if opp == SELF_PLAY:  # every seat is the policy: its seats' returns side by side
         print_seat_returns(results)
     if usage:
@@ -237,7 +239,7 @@ def report(
         Path(to).write_text(md)
     write_png(rows, out / "results.png", title)
     write_html(rows, out / "results.html", title)
-    print(markdown_table(rows))
+    print(markdown_table(rows, escape_html=False))
     console.print(f"wrote {out / 'report.md'}, {out / 'results.png'}, {out / 'results.html'}")
 
 

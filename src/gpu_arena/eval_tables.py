@@ -8,13 +8,14 @@ from .console import FitTable
 
 
 def print_usage(rows: list[dict[str, object]], wide: bool = False) -> None:
-    """The LLM ledgers of an evaluation: calls, tokens and time per call, per policy and role."""
-    table = FitTable("LLM ledgers (summed over episodes)",
-                     ("policy", "task", "role", "agent", "calls", "prompt tok/call", "completion tok/call",
-                      "model s/call", "overhead ms/call", "format errors", "failures"),
-                     wide_only=("task", "agent", "overhead ms/call", "failures"),
-                     numeric=("calls", "prompt tok/call", "completion tok/call", "model s/call", "overhead ms/call",
-                              "format errors", "failures"), whole=("role",), wide=wide)
+    """The LLM ledgers of an evaluation: calls, tokens and time per call, per policy and role (each
+    header's words stacked, so that they read whole at 80 columns; the title says they are per call)."""
+    table = FitTable("LLM ledgers (summed over episodes; tokens and times per call)",
+                     ("policy", "task", "role", "agent", "calls", "prompt tokens", "reply tokens", "model seconds",
+                      "overhead ms", "format errors", "failures"),
+                     wide_only=("task", "agent", "overhead ms", "failures"),
+                     numeric=("calls", "prompt tokens", "reply tokens", "model seconds", "overhead ms", "format errors",
+                              "failures"), whole=("role",), wide=wide, stack_headers=True)
     for r in rows:
         table.add_row(str(r["policy"]), str(r["task"]), str(r["role"]), str(r["agent"])[:48], str(r["calls"]),
                       f"{r['prompt_tokens_per_call']:.0f}", f"{r['completion_tokens_per_call']:.0f}",

@@ -8,33 +8,38 @@ from pathlib import Path
 from typing import Any
 
 
-def _cell(text: str) -> str:
-    """A name as a Markdown table cell shows it: HTML escaped (a renderer would take it as markup)
-    and ``|`` escaped (it would split the cell)."""
-    return html.escape(str(text)).replace("|", "\\|")
+def _cell(text: str, escape_html: bool = True) -> str:
+    """A name as a Markdown table cell shows it: ``|`` escaped (it would split the cell) and, for a
+    file a renderer reads (``escape_html``), HTML escaped (it would take the name as markup). A
+    terminal shows the name as typed otherwise (``?a=1&b=2``, not ``&amp;``)."""
+    text = str(text)
+    return (html.escape(text) if escape_html else text).replace("|", "\\|")
 
 
-def markdown_table(rows: Sequence[dict[str, Any]]) -> str:
+def markdown_table(rows: Sequence[dict[str, Any]], *, escape_html: bool = True) -> str:
+    """The results as a Markdown table; ``escape_html=False`` for a terminal (names as typed)."""
     head = ("| task | split | policy | n | mean return | 95% CI | welfare/opt | surplus | deal rate | breach rate "
             "| invalid rate |")
     lines = [head, "|" + "---|" * 11]
     for r in rows:
         lines.append(
-            f"| {r['task']} | {r['split']} | {_cell(r['policy'])} | {r['n']} | {r['mean']:+.4f} | "
+            f"| {r['task']} | {r['split']} | {_cell(r['policy'], escape_html)} | {r['n']} | {r['mean']:+.4f} | "
             f"[{r['ci_low']:+.4f}, {r['ci_high']:+.4f}] | {r['welfare_ratio']:.3f} | {r['surplus_over_batna']:+.2f} | "
             f"{r['deal_rate']:.2f} | {r['breach_rate']:.2f} | {r['invalid_rate']:.3f} |")
     return "\n".join(lines)
 
 
-def paired_table(rows: Sequence[dict[str, Any]]) -> str:
-    """Paired differences (see :func:`gpu_arena.evaluation.stats.paired_differences`)."""
+def paired_table(rows: Sequence[dict[str, Any]], *, escape_html: bool = True) -> str:
+    """Paired differences (see :func:`gpu_arena.evaluation.stats.paired_differences`);
+    ``escape_html=False`` for a terminal (names as typed)."""
     lines = ["| task | split | policy − versus | n | mean difference | 95% CI | wins / losses | verdict |",
              "|" + "---|" * 8]
     for r in rows:
         verdict = "better" if r["ci_low"] > 0 else "worse" if r["ci_high"] < 0 else "no clear difference"
         lines.append(
-            f"| {r['task']} | {r['split']} | {_cell(r['policy'])} − {_cell(r['versus'])} | {r['n']} | {r['mean_diff']:+.4f} | "
-            f"[{r['ci_low']:+.4f}, {r['ci_high']:+.4f}] | {r['wins']} / {r['losses']} | {verdict} |")
+            f"| {r['task']} | {r['split']} | {_cell(r['policy'], escape_html)} − {_cell(r['versus'], escape_html)} | "
+            f"{r['n']} | {r['mean_diff']:+.4f} | [{r['ci_low']:+.4f}, {r['ci_high']:+.4f}] | "
+            f"{r['wins']} / {r['losses']} | {verdict} |")
     return "\n".join(lines)
 
 
