@@ -7,6 +7,8 @@ Screenshots go to ``$GPU_ARENA_TEST_ARTIFACTS`` (default ``test-artifacts/``).
 
 from __future__ import annotations
 
+import itertools
+import math
 import os
 import shutil
 from collections.abc import Iterator
@@ -552,3 +554,40 @@ def test_a_store_row_changed_by_hand_is_named_on_the_page(browser: Any, tmp_path
 
 def test_a_readable_store_names_no_problem(page: Any) -> None:
     assert page.locator("#store-problems").is_hidden()
+
+
+def _round_step(step: float) -> bool:
+    """1, 2 or 5 × 10^k."""
+    mantissa = step / 10 ** math.floor(math.log10(step) + 1e-9)
+    return any(abs(mantissa - m) < 1e-6 for m in (1, 2, 5, 10))
+
+
+def test_chart_ticks_are_round_numbers(page: Any) -> None:
+    """The charts' axes step by 1, 2 or 5 × 10^k (never 8.7, 6.5, 4.3 or 0.153, 0.097, 0.041)."""
+    cases = page.evaluate("""async () => {
+      const { niceTicks } = await import("/assets/charts.js");
+      return [[-0.1, 8.7, 4], [0.041, 0.153, 4], [-0.0087, 0.1587, 4], [-0.3, 0.3, 5], [0, 1234, 4],
+              [-0.001, 0.001, 4], [2, 2, 4]].map(([lo, hi, n]) => ({ lo, hi, ...niceTicks(lo, hi, n) }));
+    }""")
+    assert [c["labels"] for c in cases[:2]] == [["0", "2", "4", "6", "8"], ["0.06", "0.08", "0.10", "0.12", "0.14"]]
+    assert cases[2]["labels"] == ["0.00", "0.05", "0.10", "0.15"]
+    assert cases[4]["values"] == [0, 200, 400, 600, 800, 1000, 1200]
+    assert cases[5]["labels"][2] == "0.0000" and "-0.0000" not in cases[5]["labels"]
+    assert cases[6]["values"] == [2]  # an empty range: one tick, no loop
+    for c in cases[:6]:
+        assert _round_step(c["step"]), c
+        assert 2 <= len(c["values"]) <= 8 and all(c["lo"] - 1e-12 <= v <= c["hi"] + 1e-12 for v in c["values"]), c
+        assert all(abs(v / c["step"] - round(v / c["step"])) < 1e-6 for v in c["values"]), c
+    # the charts on the page: results (whiskers), the training curves (y and x axes)
+    page.locator("#training").scroll_into_view_if_needed()
+    page.wait_for_selector("#training-charts g[data-series]")
+    charts = page.locator("#results-chart svg, #training-charts svg").all()
+    assert len(charts) >= 2
+    for svg in charts:
+        for axis in ("x", "y"):
+            labels = svg.locator(f"text.tick[data-axis={axis}]").all_text_contents()
+            values = [float(t) for t in labels]
+            steps = {round(b - a, 9) for a, b in itertools.pairwise(values)}
+            assert len(steps) <= 1 and all(_round_step(abs(step)) for step in steps), labels
+        assert svg.locator("text.tick").count() >= 2
+    assert page.problems == []

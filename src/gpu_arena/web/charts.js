@@ -21,16 +21,38 @@ function extent(values, pad = 0.05) {
   return [lo - m, hi + m];
 }
 
-function ticks(lo, hi, n = 4) {
-  const step = (hi - lo) / n;
-  return Array.from({ length: n + 1 }, (_, i) => lo + i * step);
+// Round ticks ("nice numbers"): a step of 1, 2 or 5 × 10^k near (hi − lo) / n (the thresholds of
+// Heckbert's and d3's algorithm), every multiple of it inside [lo, hi], each label written with the
+// step's decimals (0, 0.05, 0.10, 0.15; never 0.041, 0.097, 0.153). Returns { step, values, labels }.
+export function niceTicks(lo, hi, n = 4) {
+  if (!(Number.isFinite(lo) && Number.isFinite(hi)) || hi <= lo) {
+    const v = Number.isFinite(lo) ? lo : 0;
+    return { step: 0, values: [v], labels: [String(v)] };
+  }
+  const raw = (hi - lo) / Math.max(1, n);
+  const power = Math.floor(Math.log10(raw));
+  const error = raw / 10 ** power;
+  const factor = error >= Math.sqrt(50) ? 10 : error >= Math.sqrt(10) ? 5 : error >= Math.sqrt(2) ? 2 : 1;
+  // a step below 1 is built from its reciprocal (0.05 = 1 / 20), so its multiples are exact decimals
+  const inverse = power < 0 && factor < 10 ? 10 ** -power / factor : null;
+  const step = inverse === null ? factor * 10 ** power : 1 / inverse;
+  const at = (k) => (inverse === null ? k * step : k / inverse);
+  const first = Math.ceil(inverse === null ? lo / step : lo * inverse - 1e-9);
+  const last = Math.floor(inverse === null ? hi / step : hi * inverse + 1e-9);
+  const digits = Math.max(0, -Math.floor(Math.log10(step) + 1e-9));
+  const values = [], labels = [];
+  for (let k = first; k <= last; k++) {
+    const text = at(k).toFixed(digits);
+    values.push(Number(text));
+    labels.push(Number(text) === 0 ? (0).toFixed(digits) : text);  // never "-0.00"
+  }
+  return { step, values, labels };
 }
 
-// enough digits that neighbouring ticks read differently, whatever the scale
-function tickLabel(t, lo, hi, n = 4) {
-  const digits = Math.min(6, Math.max(0, Math.ceil(-Math.log10((hi - lo) / n)) + 1));
-  const s = t.toFixed(digits);
-  return Number(s) === 0 ? (0).toFixed(digits) : s;
+// [value, label] of each round tick in [lo, hi]
+function ticks(lo, hi, n = 4) {
+  const { values, labels } = niceTicks(lo, hi, n);
+  return values.map((v, i) => [v, labels[i]]);
 }
 
 // Horizontal bars, one per column, from zero: positive green, negative red.
@@ -40,9 +62,9 @@ export function barChart(labels, values, title) {
   const root = svg(width, height, title);
   const [lo, hi] = extent(values);
   const x = (v) => left + ((v - lo) / (hi - lo)) * (width - left - right);
-  for (const t of ticks(lo, hi)) {
+  for (const [t, label] of ticks(lo, hi)) {
     root.append(s("line", { class: "grid-line", x1: x(t), x2: x(t), y1: top, y2: height - 20 }));
-    root.append(s("text", { x: x(t), y: height - 6, "text-anchor": "middle" }, tickLabel(t, lo, hi)));
+    root.append(s("text", { class: "tick", "data-axis": "x", x: x(t), y: height - 6, "text-anchor": "middle" }, label));
   }
   labels.forEach((label, i) => {
     const v = values[i];
@@ -68,9 +90,9 @@ export function lineChart(values, title) {
   const n = Math.max(pts.length - 1, 1);
   const x = (i) => left + (i / n) * (width - left - right);
   const y = (v) => top + (1 - (v - lo) / (hi - lo)) * (height - top - bottom);
-  for (const t of ticks(lo, hi)) {
+  for (const [t, label] of ticks(lo, hi)) {
     root.append(s("line", { class: "grid-line", x1: left, x2: width - right, y1: y(t), y2: y(t) }));
-    root.append(s("text", { x: left - 4, y: y(t) + 4, "text-anchor": "end" }, tickLabel(t, lo, hi)));
+    root.append(s("text", { class: "tick", "data-axis": "y", x: left - 4, y: y(t) + 4, "text-anchor": "end" }, label));
   }
   root.append(s("line", { class: "axis", x1: left, x2: width - right, y1: y(0), y2: y(0) }));
   for (let i = 0; i <= n; i += Math.max(1, Math.ceil(n / 10))) {
@@ -95,9 +117,9 @@ export function whiskerChart(rows, title) {
   const [lo, hi] = extent(vals);
   const x = (v) => left + ((v - lo) / (hi - lo)) * (width - left - right);
   const bottom = height - 20;
-  for (const t of ticks(lo, hi, 5)) {
+  for (const [t, label] of ticks(lo, hi, 5)) {
     root.append(s("line", { class: "grid-line", x1: x(t), x2: x(t), y1: top, y2: bottom }));
-    root.append(s("text", { x: x(t), y: height - 6, "text-anchor": "middle" }, tickLabel(t, lo, hi, 5)));
+    root.append(s("text", { class: "tick", "data-axis": "x", x: x(t), y: height - 6, "text-anchor": "middle" }, label));
   }
   root.append(s("line", { class: "axis", x1: x(0), x2: x(0), y1: top, y2: bottom }));
   let y = top;
@@ -138,14 +160,16 @@ export function seriesChart(series, title) {
   lo -= pad; hi += pad;
   const x = (v) => left + ((v - x0) / (x1 - x0)) * (width - left - right);
   const y = (v) => top + (1 - (v - lo) / (hi - lo)) * (plotBottom - top);
-  for (const t of ticks(lo, hi)) {
+  for (const [t, label] of ticks(lo, hi)) {
     root.append(s("line", { class: "grid-line", x1: left, x2: width - right, y1: y(t), y2: y(t) }));
-    root.append(s("text", { x: left - 4, y: y(t) + 4, "text-anchor": "end" }, tickLabel(t, lo, hi)));
+    root.append(s("text", { class: "tick", "data-axis": "y", x: left - 4, y: y(t) + 4, "text-anchor": "end" }, label));
   }
   // steps are whole numbers: a short run gets one label per step, never the same label twice
-  const xTicks = x1 - x0 <= 4 ? xs.filter((v, i) => xs.indexOf(v) === i) : [...new Set(ticks(x0, x1).map(Math.round))];
+  const few = x1 - x0 <= 4;
+  const xTicks = few ? xs.filter((v, i) => xs.indexOf(v) === i) : niceTicks(x0, x1).values;
   for (const t of xTicks) {
-    root.append(s("text", { x: x(t), y: plotBottom + 16, "text-anchor": "middle" }, String(t)));
+    root.append(s("text", { class: few ? "step" : "tick", "data-axis": "x", x: x(t), y: plotBottom + 16,
+      "text-anchor": "middle" }, String(t)));
   }
   series.forEach((q, k) => {
     const cls = `line series-${k % 4}`;
