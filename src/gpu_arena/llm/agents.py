@@ -28,7 +28,15 @@ from ..core.policy import PolicyBase
 from ..core.types import RejectedAction
 from ..models import ArenaAction
 from .parsing import FormatError, parse_action
-from .prompts import Conversation, Mode, estimate_request_tokens, estimate_tokens
+from .prompts import (
+    MODES,
+    Conversation,
+    Mode,
+    estimate_request_tokens,
+    estimate_tokens,
+    prompt_tools,
+    reply_format,
+)
 from .tools import action_tools
 
 OnError = Literal["raise", "reject"]
@@ -120,8 +128,8 @@ class ChatAgent(PolicyBase):
     def __init__(self, *, mode: Mode = "tools", max_turns: int | None = None, system_prompt: str | None = None,
                  max_retries: int = 3, backoff_s: float = 0.5, max_backoff_s: float = 8.0,
                  on_error: OnError = "raise", seed: int | None = None) -> None:
-        if mode not in ("tools", "json"):
-            raise ValueError(f"mode must be 'tools' or 'json', got {mode!r}")
+        if mode not in MODES:
+            raise ValueError(f"mode must be one of {', '.join(MODES)}, got {mode!r}")
         if on_error not in ("raise", "reject"):
             raise ValueError(f"on_error must be 'raise' or 'reject', got {on_error!r}")
         if max_retries < 0:
@@ -139,7 +147,9 @@ class ChatAgent(PolicyBase):
         self._lock = threading.RLock()
         self._jitter = random.Random(seed)  # backoff jitter only; never touches the episode
         self._sleep = time.sleep  # tests replace it
-        self._tools = action_tools() if mode == "tools" else None  # built once: backends only read them
+        self._tools = prompt_tools(mode)  # the schemas the prompt carries, built once: backends only read them
+        # the tools a reply is read against (compact mode answers with tool calls it was shown no schema of)
+        self._reply_tools = action_tools() if reply_format(mode) == "tools" else None
         self._tools_tokens = estimate_request_tokens([], self._tools) if self._tools else 0
 
     # ------------------------------------------------------------------ public
@@ -281,7 +291,8 @@ class OpenAICompatibleAgent(ChatAgent):
 
     ``mode="tools"`` sends the 14 actions as function tools and reads the first tool call (or, if
     the model answered in text, the JSON in it); ``mode="json"`` asks for one JSON object in the
-    text. ``timeout`` is per request; transient failures (connection, timeout, 408/409/429, 5xx)
+    text; ``mode="compact"`` sends the compact prompt (:mod:`gpu_arena.llm.compact`: no tool
+    schemas, the current turn alone) and reads the ``<tool_call>`` block of the text. ``timeout`` is per request; transient failures (connection, timeout, 408/409/429, 5xx)
     are retried ``max_retries`` times with exponential backoff and jitter; other HTTP errors are not
     retried. ``temperature``, ``max_tokens`` and ``seed`` go into every request (``seed`` only where
     the endpoint honours it); ``tool_choice`` is sent only if given (some servers refuse it);
@@ -372,8 +383,9 @@ class TransformersAgent(ChatAgent):
 
     ``temperature=0`` decodes greedily; above it samples (``top_p``), seeded per call from ``seed``
     for reproducible episodes. ``mode="json"`` (the default: small checkpoints rarely have a
-    tool-calling template) or ``"tools"`` (the tools go to ``apply_chat_template(tools=...)``; the
-    reply is read as text, so ``<tool_call>`` blocks and JSON both parse). The model is loaded once
+    tool-calling template), ``"tools"`` (the tools go to ``apply_chat_template(tools=...)``; the
+    reply is read as text, so ``<tool_call>`` blocks and JSON both parse) or ``"compact"`` (the
+    compact prompt for pretrained tokenizers, :mod:`gpu_arena.llm.compact`; tool-call replies). The model is loaded once
     per process and shared by every instance with the same path, device and dtype.
     ``constrained=True`` decodes under the seat's action grammar
     (:class:`gpu_arena.llm.constrain.GrammarConstraint`): the model writes only actions its
@@ -433,7 +445,8 @@ class TransformersAgent(ChatAgent):
         self._calls += 1
         new = out[0, prompt_len:]
         text = tok.decode(new, skip_special_tokens=True)
-        calls = _parsed_tool_calls(tok, new, inputs["input_ids"][0], tools) if tools else None
+        reading = self._reply_tools
+        calls = _parsed_tool_calls(tok, new, inputs["input_ids"][0], reading) if reading else None
         if calls is not None:
             content, tool_calls = calls
             return Completion(content=content, tool_calls=tool_calls, prompt_tokens=prompt_len,

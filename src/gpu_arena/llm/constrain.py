@@ -35,6 +35,7 @@ from functools import lru_cache
 from typing import Any
 
 from ..core.types import ACTION_TYPES
+from .prompts import reply_format
 from .tools import action_tools
 
 # (action, field) -> which of the view's id lists may fill it
@@ -229,10 +230,11 @@ def _action_rule(action: str, ids: tuple[tuple[str, tuple[str, ...]], ...], shar
 
 def action_grammar(legal: Mapping[str, Mapping[str, Sequence[str]]], mode: str = "tools",
                    labs: Sequence[str] = ()) -> ActionGrammar:
-    """The grammar of a reply in ``mode`` (``"tools"``: the ``<tool_call>`` block of the Qwen2.5
-    template the checkpoints use; ``"json"``: one JSON object with ``action_type``) given the seat's
-    :func:`legal_ids`. ``labs``: the keys a ``form_coalition``'s shares may name (the seat and its
-    partners); without them shares are keyed by the partners alone."""
+    """The grammar of a reply in ``mode`` (``"tools"`` and ``"compact"``: the ``<tool_call>`` block
+    of the Qwen2.5 template the checkpoints use; ``"json"``: one JSON object with ``action_type``)
+    given the seat's :func:`legal_ids`. ``labs``: the keys a ``form_coalition``'s shares may name
+    (the seat and its partners); without them shares are keyed by the partners alone."""
+    mode = reply_format(mode)  # the prompt modes' reply frames: an unknown mode is refused here
     partners = legal.get("form_coalition", {}).get("member_lab_ids", [])
     shares_keys = list(labs) or list(partners)
     rules: list[str] = []

@@ -31,8 +31,13 @@ from typing import Any, Literal
 
 from .tools import json_mode_instruction
 
-Mode = Literal["tools", "json"]
-MODES: tuple[str, ...] = ("tools", "json")
+Mode = Literal["tools", "json", "compact"]
+# tools: the action tools' schemas in the template's system turn, a reply is a tool call; json: the
+# actions as a text list, a reply is one JSON object; compact (gpu_arena.llm.compact): a short system
+# prompt and the current turn alone, for pretrained tokenizers, a reply is a tool call
+MODES: tuple[str, ...] = ("tools", "json", "compact")
+# how many exchanges a mode shows the model by default (None: the whole conversation)
+WINDOW: dict[str, int | None] = {"tools": None, "json": None, "compact": 1}
 
 _RULES = """\
 You play one AI lab in GPU Arena, a market of scarce GPU blocks. Maximise utility = value of your completed jobs - energy paid + money gained. Each round all labs act at once, one action each; then the clock ticks.
@@ -53,10 +58,34 @@ _TOOLS_TAIL = "Act by calling exactly one of the provided tools per turn."
 
 def system_prompt(mode: Mode = "tools") -> str:
     """The rules and the action space; the same for every seat and task (it caches well)."""
-    if mode not in MODES:
-        raise ValueError(f"mode must be one of {', '.join(MODES)}, got {mode!r}")
+    _check(mode)
+    if mode == "compact":
+        from .compact import compact_system_prompt
+
+        return compact_system_prompt()
     tail = _TOOLS_TAIL if mode == "tools" else json_mode_instruction()
     return f"{_RULES}\n\n{tail}"
+
+
+def _check(mode: str) -> None:
+    if mode not in MODES:
+        raise ValueError(f"mode must be one of {', '.join(MODES)}, got {mode!r}")
+
+
+def reply_format(mode: str) -> Literal["tools", "json"]:
+    """How a reply in ``mode`` is written: ``tools`` (a tool call; the ``<tool_call>`` frame as
+    text) in tools and compact mode, ``json`` (one JSON object) in JSON mode."""
+    _check(mode)
+    return "json" if mode == "json" else "tools"
+
+
+def prompt_tools(mode: str) -> list[dict[str, Any]] | None:
+    """The tool schemas a prompt in ``mode`` carries (``tools=`` of the chat template or the
+    request): the 14 action tools in tools mode, none in the others."""
+    from .tools import action_tools
+
+    _check(mode)
+    return action_tools() if mode == "tools" else None
 
 
 def _num(x: float | None, spec: str = ".2f") -> str:
@@ -316,16 +345,17 @@ class Conversation:
 
     ``messages()`` returns what to send: the system prompt plus, with ``max_turns``, only the last
     ``max_turns`` exchanges (each turn restates the full state, so older turns only hold past
-    news). Not thread-safe: one conversation belongs to one seat of one episode.
+    news); ``max_turns`` defaults to the mode's :data:`WINDOW` (compact mode: the current turn
+    alone, rendered by :func:`gpu_arena.llm.compact.render_compact_turn`). Not thread-safe: one
+    conversation belongs to one seat of one episode.
     """
 
     def __init__(self, mode: Mode = "tools", *, system: str | None = None, max_turns: int | None = None) -> None:
-        if mode not in MODES:
-            raise ValueError(f"mode must be one of {', '.join(MODES)}, got {mode!r}")
+        _check(mode)
         if max_turns is not None and max_turns < 1:
             raise ValueError("max_turns must be at least 1")
         self.mode: Mode = mode
-        self.max_turns = max_turns
+        self.max_turns = max_turns if max_turns is not None else WINDOW[mode]
         self.memory = RenderMemory()
         self.transcript: list[dict[str, Any]] = [{"role": "system", "content": system or system_prompt(mode)}]
         self._pending_call: dict[str, Any] | None = None
@@ -337,7 +367,12 @@ class Conversation:
 
     def observe(self, obs: Any) -> dict[str, Any]:
         """Append the turn message for ``obs`` and return it."""
-        text = render_turn(obs, self.memory)
+        if self.mode == "compact":
+            from .compact import render_compact_turn
+
+            text = render_compact_turn(obs, self.memory)
+        else:
+            text = render_turn(obs, self.memory)
         if self._pending_call is not None:
             msg = {"role": "tool", "tool_call_id": self._pending_call["id"],
                    "name": self._pending_call["function"]["name"], "content": text}
@@ -352,7 +387,7 @@ class Conversation:
         """Append the assistant's answer. Only the first tool call is kept: one action per round,
         and chat APIs require a tool result for every call in the history."""
         msg: dict[str, Any] = {"role": "assistant", "content": content or ""}
-        if tool_calls and self.mode == "tools":
+        if tool_calls and self.mode != "json":
             call = copy.deepcopy(tool_calls[0])
             call.setdefault("id", f"call_{self.turns}")
             call.setdefault("type", "function")
@@ -401,5 +436,5 @@ def estimate_request_tokens(messages: list[dict[str, Any]], tools: list[dict[str
     return n
 
 
-__all__ = ["MODES", "Conversation", "Mode", "RenderMemory", "estimate_request_tokens", "estimate_tokens",
-           "render_turn", "system_prompt"]
+__all__ = ["MODES", "WINDOW", "Conversation", "Mode", "RenderMemory", "estimate_request_tokens", "estimate_tokens",
+           "prompt_tools", "render_turn", "reply_format", "system_prompt"]

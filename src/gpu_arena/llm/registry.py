@@ -6,7 +6,7 @@ Grammar (one name, no commas, so it fits in ``--policies a,b,c``)::
     llm:openai:<model>[?...]                            base URL from $OPENAI_BASE_URL (else the client's default)
     llm:hf:<path>[?option=value&...]                    a local transformers checkpoint
 
-Options: ``mode`` (tools|json), ``temperature``, ``max_tokens`` / ``max_new_tokens``, ``timeout``,
+Options: ``mode`` (tools|json|compact), ``temperature``, ``max_tokens`` / ``max_new_tokens``, ``timeout``,
 ``max_retries``, ``seed``, ``max_turns``, ``tool_choice``, ``on_error`` (raise|reject),
 ``api_key_env`` (the variable holding the key; default ``OPENAI_API_KEY``: keys never go in
 names, which end up in result files), and for ``hf``: ``device``, ``dtype``, ``top_p``.

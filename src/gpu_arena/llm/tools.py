@@ -204,10 +204,10 @@ def action_arguments(action: Any) -> tuple[str, dict[str, Any]]:
 def render_reply(action: Any, mode: str, call_id: str) -> tuple[str, list[dict[str, Any]] | None]:
     """The assistant message an agent in ``mode`` would send for ``action``: ``(content, tool_calls)``.
 
-    Tools mode: no text and one function call whose ``arguments`` is a JSON object (a dict, the
-    Hugging Face chat-template convention). JSON mode: the action as one JSON object."""
+    Tools and compact mode: no text and one function call whose ``arguments`` is a JSON object (a
+    dict, the Hugging Face chat-template convention). JSON mode: the action as one JSON object."""
     kind, args = action_arguments(action)
-    if mode == "tools":
+    if mode in ("tools", "compact"):
         return "", [{"id": call_id, "type": "function", "function": {"name": kind, "arguments": args}}]
     return json.dumps({"action_type": kind, **args}), None
 

@@ -83,9 +83,13 @@ def incremental(tok: Any, tools: list[dict[str, Any]] | None, probe: Sequence[di
     """Whether :class:`ChatTokens` may build ``tok``'s prompts turn by turn: on the ``probe`` chat
     (system, then user/tool turns each answered by an assistant turn), every prefix that ends on a
     user or tool turn, built piece by piece, has exactly the ids of the full render. Checked once
-    per tokenizer object, template and tool list (kept on the tokenizer); the probe defaults to :func:`probe_chat`'s."""
+    per tokenizer object, template, tool list and probe system prompt (kept on the tokenizer); the
+    probe defaults to :func:`probe_chat`'s. Compact mode's prompts (the system prompt and one turn)
+    are built from a first prompt's pieces alone; its probe (``probe_chat(mode="compact")``) checks
+    those with the rest."""
     checked: dict[str, bool] = _kept(tok, _ATTR)
-    key = json.dumps([str(getattr(tok, "chat_template", "")), tools], sort_keys=True)
+    system = probe[0].get("content") if probe is not None else None  # None: the default probe's
+    key = json.dumps([str(getattr(tok, "chat_template", "")), tools, system], sort_keys=True)
     if key in checked:
         return checked[key]
     probe = probe if probe is not None else probe_chat()
@@ -120,9 +124,10 @@ def first_ids(tok: Any, first: Sequence[dict[str, Any]], tools: list[dict[str, A
     return head + encode(tok, turn_piece(tok, system, [turn]))
 
 
-def probe_chat(task: str = "market_round", seed: int = 0, turns: int = 3) -> list[dict[str, Any]]:
+def probe_chat(task: str = "market_round", seed: int = 0, turns: int = 3, mode: str = "tools") -> list[dict[str, Any]]:
     """A chat of real arena turns for :func:`incremental`: ``rule_expert`` playing the first
-    ``turns`` rounds of a train world in tools mode, each move written as a tool call."""
+    ``turns`` rounds of a train world in prompt ``mode`` (tools or compact), each move written as a
+    tool call."""
     from ..env import GpuArenaEnv
     from ..llm.prompts import Conversation
     from ..llm.tools import render_reply
@@ -131,7 +136,7 @@ def probe_chat(task: str = "market_round", seed: int = 0, turns: int = 3) -> lis
 
     env = GpuArenaEnv(task=task, split="train")
     obs = env.reset(seed=seed)
-    conv = Conversation("tools")
+    conv = Conversation("compact" if mode == "compact" else "tools")
     conv.observe(obs)
     played = [0]
 

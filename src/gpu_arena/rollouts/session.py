@@ -26,7 +26,7 @@ from typing import Any
 from ..core.policy import seat_view
 from ..core.types import REWARD_COLUMNS
 from ..llm.parsing import FormatError, parse_action
-from ..llm.prompts import Conversation
+from ..llm.prompts import Conversation, prompt_tools
 from .chat import ChatTokens
 
 Answer = tuple[str, list[dict[str, Any]] | None, int]  # (text, tool calls or None, generated tokens)
@@ -68,10 +68,11 @@ class Rollout:
     def turns(self) -> int:
         return len(self.actions)
 
-    def record(self, policy: str) -> dict[str, Any]:
-        """The episode as an SFT record (``gpu_arena.sft/1`` row, tools mode), or ``{}`` when a turn
-        could not be read (a format error has no action to write)."""
-        from ..llm.tools import action_tools, render_reply
+    def record(self, policy: str, mode: str = "tools") -> dict[str, Any]:
+        """The episode as an SFT record (``gpu_arena.sft/1`` row in prompt ``mode``, tools or compact:
+        both answer with tool calls), or ``{}`` when a turn could not be read (a format error has no
+        action to write). ``tools`` holds the schemas the prompt carried (none in compact mode)."""
+        from ..llm.tools import render_reply
 
         if self.format_errors:
             return {}
@@ -91,8 +92,8 @@ class Rollout:
         if len(conv_msgs) > len(self.actions) + 1:  # the final "The episode is over." turn, answered empty
             out.append(conv_msgs[len(self.actions) + 1])
             out.append({"role": "assistant", "content": ""})
-        return {"messages": out, "tools": action_tools(), "task": self.world.task, "split": self.world.split,
-                "seed": self.world.seed, "policy": policy, "mode": "tools", "episode_return": self.episode_return,
+        return {"messages": out, "tools": prompt_tools(mode) or [], "task": self.world.task, "split": self.world.split,
+                "seed": self.world.seed, "policy": policy, "mode": mode, "episode_return": self.episode_return,
                 "steps": self.turns, "invalid_actions": self.turns - self.valid_turns, "columns": dict(self.columns)}
 
 
@@ -113,8 +114,11 @@ class Turn:
 @dataclass(frozen=True)
 class SessionConfig:
     """How every session of a worker plays: the tokenizer (any picklable Hugging Face tokenizer),
-    the seat, the opponents spec, whether replies are constrained, the prompt mode (``incremental``
-    or ``full``: :func:`gpu_arena.rollouts.chat.incremental`) and the environment's engine."""
+    the seat, the opponents spec, whether replies are constrained, how prompt ids are built
+    (``chat_mode``: ``incremental`` or ``full``, :func:`gpu_arena.rollouts.chat.incremental`), the
+    environment's engine and the prompt mode (``prompt_mode``: ``tools`` or ``compact``,
+    :data:`gpu_arena.llm.prompts.MODES`; both answer with tool calls). In compact mode each turn's
+    prompt is the system prompt and that turn alone: a new prompt each turn, not an extension."""
 
     tokenizer: Any
     seat: str = "lab_0"
@@ -125,6 +129,18 @@ class SessionConfig:
     # the prompt carries the model's reply as it generated it, then what the template adds after the
     # reply's end token (token in, token out: what a policy gradient trains on); needs incremental prompts
     verbatim: bool = False
+    prompt_mode: str = "tools"
+
+    def __post_init__(self) -> None:
+        if self.prompt_mode not in ("tools", "compact"):
+            raise ValueError(f"sessions play in tools or compact mode (tool-call replies), not {self.prompt_mode!r}")
+        if self.verbatim and self.windowed:
+            raise ValueError("verbatim prompts extend one conversation; compact mode shows each turn alone")
+
+    @property
+    def windowed(self) -> bool:
+        """Whether each turn's prompt is the system prompt and that turn alone (compact mode)."""
+        return self.prompt_mode == "compact"
 
 
 _CALL = re.compile(r"<tool_call>\n(\{.*\})\n</tool_call>", re.DOTALL)
@@ -176,8 +192,8 @@ class Session:
         self.config = config
         self.tools = tools
         self.env: Any = None
-        self.conv = Conversation("tools")
-        self.chat = ChatTokens(config.tokenizer, tools, mode=config.chat_mode)
+        self.conv = Conversation("compact" if config.windowed else "tools")
+        self.chat = ChatTokens(config.tokenizer, prompt_tools(config.prompt_mode), mode=config.chat_mode)
         self.rollout = Rollout(world=world, messages=self.conv.transcript)
         self.obs: Any = None
 
@@ -195,7 +211,7 @@ class Session:
                                engine=c.engine)
         self.obs = self.env.reset(seed=self.world.seed)
         self.conv.observe(self.obs)
-        ids = self.chat.start(self.conv.transcript)
+        ids = self.chat.start(self.conv.messages() if c.windowed else self.conv.transcript)
         return Turn(self.key, 0, ids, self._grammar(), False)
 
     def answer(self, reply: Reply | Answer) -> Turn:
@@ -216,6 +232,8 @@ class Session:
             # verbatim: the last reply closes the trajectory (a policy gradient needs its tokens too)
             last = list(reply) if verbatim and isinstance(reply, list) else []
             return Turn(self.key, len(self.chat.ids), last, None, True, len(last))
+        if self.config.windowed:  # the system prompt and this turn: a new prompt from position 0
+            return Turn(self.key, 0, self.chat.start(self.conv.messages()), self._grammar(), False)
         if verbatim:
             assert isinstance(reply, list)
             ids = self.chat.extend_verbatim(reply, self.conv.transcript[before:])
@@ -275,7 +293,7 @@ class Session:
         other.key, other.world, other.config, other.tools = key, self.world, self.config, self.tools
         other.env = self.env.fork()
         other.conv = copy.deepcopy(self.conv)
-        other.chat = ChatTokens(self.config.tokenizer, self.tools, mode=self.chat.mode)
+        other.chat = ChatTokens(self.config.tokenizer, self.chat.tools, mode=self.chat.mode)
         other.chat.ids = list(self.chat.ids)
         other.chat._messages = other.conv.transcript[:len(self.chat._messages)]
         other.rollout = Rollout(world=self.world, messages=other.conv.transcript)

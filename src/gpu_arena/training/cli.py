@@ -144,7 +144,8 @@ def data_sft(
     split: str = typer.Option("train", help="train | holdout"),
     seeds: int = typer.Option(100, min=1, max=MAX_SEEDS, help="seeds seed_start..seed_start+N-1 of every task"),
     seed_start: int = typer.Option(0, min=0, max=MAX_SEED, help="first seed"),
-    mode: str = typer.Option("tools", help="tools (function calls) | json (one JSON object per answer)"),
+    mode: str = typer.Option("tools", help="tools (function calls) | json (one JSON object per answer) | compact "
+                             "(function calls, short prompt, one turn shown: pretrained tokenizers)"),
     opponents: str | None = typer.Option(None, help="one policy for every other seat (default: the world's archetypes)"),
     min_return: float | None = typer.Option(None, help="keep only episodes with at least this return"),
     top_fraction: float | None = typer.Option(None, help="keep only the best fraction of episodes per task"),

@@ -4,8 +4,12 @@ One record is one episode of the controlled seat, in OpenAI chat format: the sys
 (:func:`gpu_arena.llm.system_prompt`), one turn per round (:class:`gpu_arena.llm.Conversation`,
 so the same rendering, memory of shown news and ``tool`` messages as the agents), and after each
 turn the policy's action written as the agent would answer: a function call of the action's tool
-(``tools`` mode, arguments = the fields that type reads, in the tool schema's order) or one JSON
-object with ``action_type`` (``json`` mode).
+(``tools`` and ``compact`` mode, arguments = the fields that type reads, in the tool schema's
+order) or one JSON object with ``action_type`` (``json`` mode).
+
+A ``compact`` record (:mod:`gpu_arena.llm.compact`) is stored whole, but the model is shown the
+system prompt and the current turn alone: :func:`records_to_dataset` makes it one chat per turn
+(:func:`model_chats`), so a model trains on exactly the prompts it will be given.
 
 Every action is stepped *as parsed back from its rendering* (:func:`gpu_arena.llm.parse_action`),
 so a record is exactly what a model answering with those messages would have lived through.
@@ -27,14 +31,13 @@ import time
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from ..core.tasks import task_params
 from ..core.types import SPLITS, TASKS
 from ..llm import tools
 from ..llm.parsing import FormatError, parse_action
-from ..llm.prompts import MODES, Conversation, Mode
-from ..llm.tools import action_tools
+from ..llm.prompts import MODES, WINDOW, Conversation, Mode, prompt_tools
 
 DATASET_DIR = "dataset"  # save_to_disk output inside the data directory
 JSONL_NAME = "sft.jsonl"
@@ -80,8 +83,8 @@ class EpisodeRecord:
 
     def to_json(self) -> dict[str, Any]:
         out = asdict(self)
-        if self.mode == "tools":
-            out["tools"] = action_tools()
+        if self.mode != "json":  # the schemas the prompt carries: none in compact mode
+            out["tools"] = prompt_tools(self.mode) or []
         return out
 
 
@@ -111,7 +114,7 @@ def play_episode_record(policy: str, task: str, split: str, seed: int, *, mode: 
         return parsed
 
     played = play_seat(env, driver, obs, choose=as_chat)
-    if mode == "tools":
+    if mode == "tools":  # the GRPO rollout asks once more; compact prompts are never asked after the end
         conv.observe(played.last)
         conv.reply("")
     return EpisodeRecord(messages=conv.transcript, task=task, split=split, seed=seed, policy=policy, mode=mode,
@@ -176,7 +179,7 @@ def build_sft_records(spec: SFTDataSpec, progress: Any = None) -> tuple[list[Epi
     from ..evaluation.store import git_commit, versions
 
     spec.validate()
-    mode: Mode = "tools" if spec.mode == "tools" else "json"
+    mode = cast(Mode, spec.mode)
     started = time.perf_counter()
     played: list[EpisodeRecord] = []
     for task in spec.tasks:
@@ -235,6 +238,7 @@ def records_to_dataset(rows: Sequence[dict[str, Any]], provenance: dict[str, Any
         "policy": Value("string"), "mode": Value("string"), "episode_return": Value("float64"),
         "steps": Value("int64"), "invalid_actions": Value("int64"), "columns": Json(),
     }
+    rows = [chat for r in rows for chat in model_chats(r)]
     has_tools = any("tools" in r for r in rows)
     if has_tools:
         feats["tools"] = List(Json())
@@ -242,6 +246,26 @@ def records_to_dataset(rows: Sequence[dict[str, Any]], provenance: dict[str, Any
     features = Features(feats)
     info = DatasetInfo(description=json.dumps(provenance or {}), features=features)
     return Dataset.from_dict(columns, features=features, info=info)
+
+
+def model_chats(row: dict[str, Any]) -> list[dict[str, Any]]:
+    """``row`` as the chats a model is trained on: the record itself, or for a mode that shows the
+    model one turn at a time (compact, :data:`gpu_arena.llm.prompts.WINDOW`) one record per
+    answered turn, its messages the system prompt, that turn (as a user message, as
+    :meth:`gpu_arena.llm.Conversation.messages` shows it) and the answer. Turns answered with
+    nothing (after the episode's end) are left out."""
+    if WINDOW.get(str(row.get("mode"))) != 1:
+        return [row]
+    messages = row["messages"]
+    out = []
+    for i in range(2, len(messages)):
+        turn, answer = messages[i - 1], messages[i]
+        if answer["role"] != "assistant" or turn["role"] not in ("user", "tool"):
+            continue
+        if not answer.get("content") and not answer.get("tool_calls"):
+            continue
+        out.append({**row, "messages": [messages[0], {"role": "user", "content": turn["content"]}, answer]})
+    return out
 
 
 def load_sft_data(path: str | Path) -> tuple[Any, dict[str, Any]]:
@@ -293,5 +317,5 @@ def chat_texts(dataset: Any, limit: int | None = None) -> list[str]:
 
 
 __all__ = ["DataError", "EpisodeRecord", "SFTDataSpec", "action_arguments", "build_sft_records", "chat_texts",
-           "load_sft_data", "play_episode_record", "records_to_dataset", "render_reply", "save_sft_data",
+           "load_sft_data", "model_chats", "play_episode_record", "records_to_dataset", "render_reply", "save_sft_data",
            "select_records"]

@@ -72,20 +72,21 @@ def turn_stats(source: str | Path | Iterable[dict[str, Any]], seat: str = "lab_0
 
 def evaluate_checkpoint(checkpoint: str | Path, policy: str, tasks: Sequence[str], split: str, seeds: Sequence[int],
                         *, optima: Optima | None = None, keep_replays: bool = False, max_new_tokens: int = 64,
-                        constrained: bool = False, progress: Callable[[int], None] | None = None
-                        ) -> list[EpisodeResult]:
+                        constrained: bool = False, progress: Callable[[int], None] | None = None,
+                        prompt_mode: str = "tools") -> list[EpisodeResult]:
     """Every task x seed played greedily by the checkpoint in seat lab_0 against the world's
     archetypes, as :class:`~gpu_arena.evaluation.EpisodeResult` rows named ``policy`` (the name the
     same policy has in ``gpu-arena eval``). ``optima`` caches each world's exact welfare optimum,
     as in :func:`gpu_arena.evaluation.run_evaluation`. ``constrained``: replies decoded under the
-    seat's action grammar, as ``llm:hf:DIR?constrained=1`` (name ``policy`` accordingly)."""
+    seat's action grammar, as ``llm:hf:DIR?constrained=1`` (name ``policy`` accordingly);
+    ``prompt_mode``: tools or compact, as ``llm:hf:DIR?mode=...``."""
     from ..evaluation.runner import episode_result, world_optimum
     from .presets import load_pretrained
     from .rollouts import BatchedSampler, Rollout, World
 
     model, tokenizer = load_pretrained(checkpoint)
     sampler = BatchedSampler(model, tokenizer, temperature=0.0, max_new_tokens=max_new_tokens,
-                             batch_size=max(len(seeds), 1), constrained=constrained)
+                             batch_size=max(len(seeds), 1), constrained=constrained, prompt_mode=prompt_mode)
     optima = optima if optima is not None else {}
     results: list[EpisodeResult] = []
 

@@ -158,11 +158,11 @@ class Paths:
         return self.root / EVIDENCE_NAME
 
 
-def llm_policy(checkpoint: Path, constrained: bool = False) -> str:
-    """How the evaluation names a checkpoint: tools mode, greedy, one answer capped at 64 tokens
-    (under the grammar: its longest reply), decoded under the seat's action grammar when
-    ``constrained``."""
-    return f"llm:hf:{checkpoint}?mode=tools&max_tokens=64" + ("&constrained=1" if constrained else "")
+def llm_policy(checkpoint: Path, constrained: bool = False, mode: str = "tools") -> str:
+    """How the evaluation names a checkpoint: its prompt mode (the preset's: tools, or compact for
+    pretrained tokenizers), greedy, one answer capped at 64 tokens (under the grammar: its longest
+    reply), decoded under the seat's action grammar when ``constrained``."""
+    return f"llm:hf:{checkpoint}?mode={mode}&max_tokens=64" + ("&constrained=1" if constrained else "")
 
 
 def _load_state(paths: Paths) -> dict[str, Any]:
@@ -247,7 +247,8 @@ def _stage_data(run: PipelineRun, paths: Paths, show: Callable[[str, int], Any])
     from .data import SFTDataSpec, build_sft_records, save_sft_data
 
     d = get_preset(run.preset).pipeline
-    spec = SFTDataSpec(policy=d.teacher, tasks=(run.task,), split="train", seeds=tuple(range(int(run.data_seeds or 1))))
+    spec = SFTDataSpec(policy=d.teacher, tasks=(run.task,), split="train", seeds=tuple(range(int(run.data_seeds or 1))),
+                       mode=get_preset(run.preset).prompt_mode)
     with show("data", len(spec.seeds)) as bar:
         done = [0]
 
@@ -304,7 +305,8 @@ def _stage_eval(run: PipelineRun, paths: Paths, show: Callable[[str, int], Any])
     from .evaluate import evaluate_checkpoint, turn_stats
 
     constrained = bool(run.constrained)
-    roles = {"trained": llm_policy(paths.rl, constrained), "sft": llm_policy(paths.sft, constrained),
+    mode = get_preset(run.preset).prompt_mode
+    roles = {"trained": llm_policy(paths.rl, constrained, mode), "sft": llm_policy(paths.sft, constrained, mode),
              **{b: b for b in run.baselines}}
     policies = list(dict.fromkeys(roles.values()))
     tasks = list(run.eval_tasks or (run.task,))
@@ -325,8 +327,8 @@ def _stage_eval(run: PipelineRun, paths: Paths, show: Callable[[str, int], Any])
         results = run_evaluation(scripted, tasks, "holdout", seeds, workers=run.workers, keep_replays=True,
                                  optima=optima, progress=tick, backend=run.backend) if scripted else []
         for path in (paths.sft, paths.rl):
-            results += evaluate_checkpoint(path, llm_policy(path, constrained), tasks, "holdout", seeds, optima=optima,
-                                           constrained=constrained,
+            results += evaluate_checkpoint(path, llm_policy(path, constrained, mode), tasks, "holdout", seeds,
+                                           optima=optima, constrained=constrained, prompt_mode=mode,
                                            keep_replays=True, progress=tick)
         order = {p: i for i, p in enumerate(policies)}
         results.sort(key=lambda r: (tasks.index(r.task), order[r.policy], r.seed))

