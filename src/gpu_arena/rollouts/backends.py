@@ -28,7 +28,8 @@ Grammar = tuple[str, int]  # (lark, max_bytes)
 
 @dataclass
 class GenerationStats:
-    """What a backend did: calls, prompt and generated tokens, seconds inside generation."""
+    """What a backend did: calls, prompt tokens prefilled (not those a kept KV cache held),
+    generated tokens, seconds inside generation."""
 
     calls: int = 0
     prompt_tokens: int = 0
@@ -55,16 +56,30 @@ class TransformersBackend:
     """``model.generate`` (see the module). ``group_size`` prompts per call, sorted by length: on
     the CPU a small model's decoding steps cost more than the padded prefill, so the default takes
     a round's prompts in one call. The model is used in eval mode under ``inference_mode`` and
-    left as it was found."""
+    left as it was found.
+
+    ``prefix_cache_bytes`` (default 1 GiB; 0 turns it off): the KV caches of the sequences it
+    computed are kept (:class:`~gpu_arena.rollouts.kvcache.PrefixStore`), so a prompt that
+    extends one (an episode's next turn, a fork of its turns, a task's shared system prompt) is
+    prefilled from where they part. They hold for the weights that computed them:
+    :meth:`clear_cache` when those change (the rollout engine does at the start of every run)."""
 
     name = "transformers"
     constrained = True
 
-    def __init__(self, model: Any, tokenizer: Any, *, group_size: int = 256) -> None:
+    def __init__(self, model: Any, tokenizer: Any, *, group_size: int = 256, prefix_cache_bytes: int = 1 << 30) -> None:
+        from .kvcache import PrefixStore
+
         self.model = model
         self.tokenizer = tokenizer
         self.group_size = group_size
         self.stats = GenerationStats()
+        self.prefixes: PrefixStore | None = PrefixStore(prefix_cache_bytes) if prefix_cache_bytes > 0 else None
+
+    def clear_cache(self) -> None:
+        """Forget the kept KV caches (the model's weights changed)."""
+        if self.prefixes is not None:
+            self.prefixes.clear()
 
     def generate(self, prompts: Sequence[list[int]], *, temperature: float, top_p: float, max_new_tokens: int,
                  seed: int, grammars: Sequence[Grammar | None] | None = None) -> list[list[int] | str]:
@@ -72,9 +87,11 @@ class TransformersBackend:
         out: dict[int, list[int] | str] = {}
         for g, lo in enumerate(range(0, len(order), self.group_size)):
             rows = order[lo:lo + self.group_size]
-            ids, mask = self._batch([prompts[i] for i in rows])
-            replies = self._group(ids, mask, temperature, top_p, max_new_tokens, seed * 1009 + g,
-                                  [grammars[i] for i in rows] if grammars else None)
+            group = [prompts[i] for i in rows]
+            ids, mask, cache, layout = self._prepare(group)
+            replies, raw = self._group(ids, mask, temperature, top_p, max_new_tokens, seed * 1009 + g,
+                                       [grammars[i] for i in rows] if grammars else None, cache)
+            self._remember(group, layout, cache, raw)
             out.update(zip(rows, replies, strict=True))
         return [out[i] for i in range(len(prompts))]
 
@@ -85,23 +102,34 @@ class TransformersBackend:
         the prompt prefilled once for all of them: the KV cache of the prompt is computed once, copied
         for the greedy decoding and repeated for the sampled ones (a lookahead turn asks for both; the
         prefill of a whole conversation is most of a ``generate`` call)."""
+        import copy
+
+        from .kvcache import Layout
+
         order = sorted(range(len(prompts)), key=lambda i: len(prompts[i]))
         greedy: dict[int, list[int] | str] = {}
         sampled: dict[int, list[list[int] | str]] = {}
         for g, lo in enumerate(range(0, len(order), self.group_size)):
             rows = order[lo:lo + self.group_size]
+            group = [prompts[i] for i in rows]
             gr = [grammars[i] for i in rows] if grammars else None
-            ids, mask = self._batch([prompts[i] for i in rows])
-            cache = self._prefill(ids, mask)
-            import copy
-
-            greedy.update(zip(rows, self._group(ids, mask, 0.0, top_p, max_new_tokens, seed * 1009 + g, gr,
-                                                copy.deepcopy(cache)), strict=True))
+            ids, mask, cache, layout = self._prepare(group)
+            if cache is None:
+                cache = self._prefill(ids, mask)
+            first = copy.deepcopy(cache)
+            replies, raw = self._group(ids, mask, 0.0, top_p, max_new_tokens, seed * 1009 + g, gr, first)
+            self._remember(group, layout, first, raw)
+            greedy.update(zip(rows, replies, strict=True))
             if samples:
                 cache.batch_repeat_interleave(samples)
-                drawn = self._group(ids.repeat_interleave(samples, 0), mask.repeat_interleave(samples, 0), temperature,
-                                    top_p, max_new_tokens, seed * 1009 + g + 7,
-                                    [x for x in gr for _ in range(samples)] if gr else None, cache)
+                drawn, raw = self._group(ids.repeat_interleave(samples, 0), mask.repeat_interleave(samples, 0),
+                                         temperature, top_p, max_new_tokens, seed * 1009 + g + 7,
+                                         [x for x in gr for _ in range(samples)] if gr else None, cache)
+                if layout is not None:
+                    self._remember([p for p in group for _ in range(samples)],
+                                   Layout([n for n in layout.cached for _ in range(samples)],
+                                          [m for m in layout.rest for _ in range(samples)], layout.C, layout.W),
+                                   cache, raw)
                 for k, i in enumerate(rows):
                     sampled[i] = drawn[k * samples:(k + 1) * samples]
         return ([greedy[i] for i in range(len(prompts))],
@@ -120,9 +148,48 @@ class TransformersBackend:
             mask[row, width - len(p):] = 1
         return ids.to(self.model.device), mask.to(self.model.device)
 
-    def _prefill(self, ids: Any, mask: Any) -> Any:
+    def _prepare(self, prompts: list[list[int]]) -> tuple[Any, Any, Any, Any]:
+        """Ids, mask, a KV cache of every prompt but its last id (``generate`` feeds that one) and
+        the rows' :class:`~gpu_arena.rollouts.kvcache.Layout`: from the prefix store where it holds
+        a prompt's beginning, the rest prefilled here. Without a store: left-padded ids, no cache,
+        no layout (``generate`` prefills)."""
+        if self.prefixes is None or min(len(p) for p in prompts) < 2:
+            ids, mask = self._batch(prompts)
+            return ids, mask, None, None
+        import torch
+
+        from .kvcache import assemble
+
+        hits = [self.prefixes.lookup(p) for p in prompts]
+        with torch.inference_mode():
+            ids, mask, cache, layout = assemble(prompts, hits, int(self.tokenizer.pad_token_id), self.model.device)
+        if layout.W - 1 > layout.C:
+            cache = self._prefill(ids, mask, cache, start=layout.C)
+        return ids, mask, cache, layout
+
+    def _remember(self, prompts: list[list[int]], layout: Any, cache: Any, raw: Any) -> None:
+        """Keep each row's KV cache (prompt and reply, as far as ``generate`` fed it) in the store."""
+        from .kvcache import plain_layers, rows_kv
+
+        if self.prefixes is None or layout is None or cache is None:
+            return
+        if not plain_layers(cache):  # sliding-window or hybrid attention: the store cannot join those
+            self.prefixes = None
+            return
+        import torch
+
+        fed = cache.get_seq_length() - layout.W  # reply ids whose keys and values are in the cache
+        eos = self.tokenizer.eos_token_id
+        with torch.inference_mode():
+            for r, p in enumerate(prompts):
+                new = raw[r].tolist()
+                real = new.index(eos) + 1 if eos in new else len(new)
+                k = max(0, min(real, fed))
+                self.prefixes.add(p + new[:k], rows_kv(cache, layout, r, k))
+
+    def _prefill(self, ids: Any, mask: Any, cache: Any = None, start: int = 0) -> Any:
         """The KV cache of every prompt but its last token (``generate`` feeds that one), at the
-        positions ``generate`` gives left-padded rows."""
+        positions ``generate`` gives left-padded rows; ``cache`` already holds columns ``:start``."""
         import torch
 
         t0 = time.perf_counter()
@@ -131,17 +198,26 @@ class TransformersBackend:
         try:
             with torch.inference_mode():
                 positions = (mask.cumsum(-1) - 1).clamp(min=0)
-                out = self.model(input_ids=ids[:, :-1], attention_mask=mask[:, :-1], position_ids=positions[:, :-1],
-                                 use_cache=True)
+                out = self.model(input_ids=ids[:, start:-1], attention_mask=mask[:, :-1],
+                                 position_ids=positions[:, start:-1], use_cache=True, **{self._cache_name: cache})
         finally:
             if was_training:
                 self.model.train()
         self.stats.seconds += time.perf_counter() - t0
-        self.stats.prompt_tokens += int(mask.sum())
-        return out.past_key_values
+        self.stats.prompt_tokens += int(mask[:, start:].sum())
+        return out.cache if getattr(out, "cache", None) is not None else out.past_key_values
+
+    @property
+    def _cache_name(self) -> str:
+        """What the model's forward calls its KV cache: ``cache`` from transformers 5.2x (which
+        warns on the old name), ``past_key_values`` before."""
+        import inspect
+
+        return "cache" if "cache" in inspect.signature(self.model.forward).parameters else "past_key_values"
 
     def _group(self, ids: Any, mask: Any, temperature: float, top_p: float, max_new_tokens: int, seed: int,
-               grammars: list[Grammar | None] | None, cache: Any = None) -> list[list[int] | str]:
+               grammars: list[Grammar | None] | None, cache: Any = None) -> tuple[list[list[int] | str], Any]:
+        """The replies to one left-padded group, and the raw new ids (one row each, padded)."""
         import torch
 
         tok, model = self.tokenizer, self.model
@@ -152,7 +228,7 @@ class TransformersBackend:
         kwargs: dict[str, Any] = {"max_new_tokens": max_new_tokens, "do_sample": sample, "use_cache": True,
                                   "pad_token_id": tok.pad_token_id, "eos_token_id": tok.eos_token_id}
         if cache is not None:
-            kwargs["past_key_values"] = cache
+            kwargs[self._cache_name] = cache
         if sample:
             kwargs.update(temperature=temperature, top_p=top_p, top_k=0)
         if grammars is not None and any(g is not None for g in grammars):
@@ -180,7 +256,8 @@ class TransformersBackend:
                 model.train()
         self.stats.seconds += time.perf_counter() - t0
         self.stats.calls += 1
-        self.stats.prompt_tokens += int(mask.sum())
+        if cache is None:  # generate prefilled the prompts itself
+            self.stats.prompt_tokens += int(mask.sum())
         replies: list[list[int] | str] = []
         new_all = out[:, width:].cpu()
         eos, pad = tok.eos_token_id, tok.pad_token_id
@@ -191,7 +268,7 @@ class TransformersBackend:
             new = [t for t in new if t != pad]
             self.stats.generated_tokens += len(new)
             replies.append(new)
-        return replies
+        return replies, new_all
 
 
 class VLLMBackend:

@@ -120,6 +120,11 @@ class RolloutEngine:
     # ------------------------------------------------------------------ accounting
 
     def begin(self) -> tuple[float, float, float, Any]:
+        """A run starts: the backend's kept KV caches are dropped (the weights may have been
+        trained since the last run), and the counters are read for :meth:`end`."""
+        clear = getattr(self.backend, "clear_cache", None)
+        if clear is not None:
+            clear()
         b = self.backend.stats
         return (time.perf_counter(), time.process_time(), self.pool.worker_cpu(),
                 (b.seconds, b.prompt_tokens, b.generated_tokens))

@@ -161,11 +161,12 @@ def select_rollouts(rollouts: list[Rollout], min_return: float,
 def fine_tune(model: Any, tokenizer: Any, records: list[dict[str, Any]], *, output_dir: str, learning_rate: float,
               epochs: float, batch_size: int, seed: int, callbacks: list[Any] | None = None,
               max_steps: int = -1, scheduler: str = "constant", accel: Accel | None = None) -> Any:
-    """One ``SFTTrainer`` pass over chat ``records`` (loss on the answers); returns TRL's train
-    output. The model is trained in place."""
-    from trl import SFTConfig, SFTTrainer
+    """One ``SFTTrainer`` pass (:class:`~gpu_arena.training.trainer.ArenaSFTTrainer`) over chat
+    ``records`` (loss on the answers); returns TRL's train output. The model is trained in place."""
+    from trl import SFTConfig
 
     from .data import records_to_dataset
+    from .trainer import ArenaSFTTrainer
 
     if records and "prompt" in records[0]:  # prompt-completion records: the loss on the completion only
         from datasets import Dataset, Features, Json, List
@@ -182,8 +183,8 @@ def fine_tune(model: Any, tokenizer: Any, records: list[dict[str, Any]], *, outp
         seed=seed, data_seed=seed, assistant_only_loss=True, max_length=8192, packing=False, use_cpu=use_cpu(),
         dataloader_num_workers=0, disable_tqdm=True, weight_decay=0.0, **(accel or Accel()).trainer_args(),
     )
-    trainer = SFTTrainer(model=model, args=args, train_dataset=dataset, processing_class=tokenizer,
-                         callbacks=callbacks)
+    trainer = ArenaSFTTrainer(model=model, args=args, train_dataset=dataset, processing_class=tokenizer,
+                              callbacks=callbacks)
     drop_printer(trainer)
     return trainer.train()
 

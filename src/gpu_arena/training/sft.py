@@ -58,7 +58,9 @@ def run_sft(run: SFTRun, display: Any = None) -> dict[str, Any]:
     """Train; write the checkpoint to ``run.output_dir``; log config and metrics to the store and
     ``metrics.jsonl``. Returns a summary (run id, parameters, final loss, duration, ...).
     ``display``: a :class:`~gpu_arena.training.progress.StageProgress` moved step by step."""
-    from trl import SFTConfig, SFTTrainer
+    from trl import SFTConfig
+
+    from .trainer import ArenaSFTTrainer
 
     run = run.resolved()
     run.accel.validate()
@@ -92,8 +94,8 @@ def run_sft(run: SFTRun, display: Any = None) -> dict[str, Any]:
         callbacks: list[Any] = [callback]
         if display is not None:
             callbacks.append(progress_callback(display))
-        trainer = SFTTrainer(model=start.model, args=args, train_dataset=train_ds, processing_class=start.tokenizer,
-                             peft_config=peft_config, callbacks=callbacks)
+        trainer = ArenaSFTTrainer(model=start.model, args=args, train_dataset=train_ds,
+                                  processing_class=start.tokenizer, peft_config=peft_config, callbacks=callbacks)
         drop_printer(trainer)
         result = trainer.train()
         model: Any = trainer.model

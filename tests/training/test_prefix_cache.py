@@ -1,0 +1,102 @@
+"""The transformers backend's kept KV caches: a prompt is prefilled from where it parts from what
+the backend computed before, the replies are those of a prefill from scratch, the store stays in
+its budget, and the engine drops it when a run starts (the weights may have been trained)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from gpu_arena.rollouts import TransformersBackend, World
+from gpu_arena.rollouts.kvcache import BLOCK, PrefixStore, block_hashes
+from gpu_arena.training.lookahead import improve
+from gpu_arena.training.presets import load_pretrained
+from gpu_arena.training.rollouts import BatchedSampler
+
+
+def _kv(n: int, value: float = 0.0) -> list[tuple[object, object]]:
+    import torch
+
+    return [(torch.full((2, n, 4), value), torch.full((2, n, 4), value)) for _ in range(3)]
+
+
+def test_the_longest_shared_prefix_is_found_and_checked() -> None:
+    store = PrefixStore()
+    a = list(range(100))
+    b = list(range(40)) + [999] * 60
+    store.add(a, _kv(100, 1.0))
+    store.add(b, _kv(100, 2.0))
+    entry, n = store.lookup([*range(70), 5, 6])
+    assert entry is not None and entry.ids == a and n == 70  # whole blocks, then id by id
+    entry, n = store.lookup([*range(40), 999, 999, 7])
+    assert entry is not None and entry.ids == b and n == 42
+    entry, n = store.lookup(a)
+    assert entry is not None and n == len(a) - 1  # the last id is always fed, for its logits
+    assert store.lookup([7] * 50) == (None, 0)
+    assert store.lookup(list(range(10))) == (None, 0)  # shorter than a block: nothing to share
+    assert store.hits == 3 and store.lookups == 5 and store.reused_tokens == 70 + 42 + 99
+
+
+def test_a_hash_collision_is_not_a_hit() -> None:
+    store = PrefixStore()
+    store.add(list(range(32)), _kv(32))
+    key = next(iter(store.entries))
+    store.entries[key].ids[3] = -1  # the index says "this prefix", the ids say otherwise
+    assert store.lookup(list(range(40))) == (None, 0)
+
+
+def test_the_store_keeps_to_its_budget_least_recently_used_out() -> None:
+    one = sum(k.numel() * 4 + v.numel() * 4 for k, v in _kv(BLOCK * 2))
+    store = PrefixStore(budget_bytes=2 * one)
+    seqs = [[s] * (BLOCK * 2) for s in range(3)]
+    store.add(seqs[0], _kv(BLOCK * 2))
+    store.add(seqs[1], _kv(BLOCK * 2))
+    assert store.lookup(seqs[0] + [1])[1] == BLOCK * 2  # seqs[0] is now the most recently used
+    store.add(seqs[2], _kv(BLOCK * 2))
+    assert store.bytes <= store.budget_bytes and len(store.entries) == 2
+    assert store.lookup(seqs[1] + [1]) == (None, 0)  # the least recently used went
+    assert store.lookup(seqs[0] + [1])[1] == BLOCK * 2
+    assert all(h in store.index for e in store.entries.values() for h in e.hashes)
+    store.clear()
+    assert not store.entries and not store.index and store.bytes == 0
+    assert len(block_hashes(list(range(BLOCK * 3 + 5)))) == 3
+
+
+def test_episodes_played_with_kept_caches_are_the_episodes_played_without(tiny_sft: Path) -> None:
+    model, tok = load_pretrained(tiny_sft)
+    worlds = [World("single_trade", "train", s) for s in (3, 4)] + [World("market_round", "train", 5)]
+    played = {}
+    for budget in (0, 1 << 28):
+        sampler = BatchedSampler(model, tok, temperature=0.0, max_new_tokens=40, constrained=True)
+        sampler.backend = sampler.engine.backend = TransformersBackend(model, tok, prefix_cache_bytes=budget)
+        rollouts, _ = sampler.play(worlds)
+        played[budget] = ([r.actions for r in rollouts], [r.messages for r in rollouts],
+                          sampler.backend.stats.prompt_tokens, sampler.backend.prefixes)
+    assert played[0][:2] == played[1 << 28][:2]
+    store = played[1 << 28][3]
+    assert played[0][3] is None and store is not None and store.hits > 0
+    assert played[1 << 28][2] < played[0][2]  # fewer prompt tokens prefilled
+
+
+def test_a_lookahead_with_kept_caches_improves_as_without(tiny_sft: Path) -> None:
+    model, tok = load_pretrained(tiny_sft)
+    worlds = [World("single_trade", "train", s) for s in (3, 4)]
+    out = {}
+    for budget in (0, 1 << 28):
+        sampler = BatchedSampler(model, tok, temperature=1.0, max_new_tokens=40, constrained=True,
+                                 proposal="rule_expert")
+        sampler.backend = sampler.engine.backend = TransformersBackend(model, tok, prefix_cache_bytes=budget)
+        improved, _ = improve(sampler, worlds, samples=1, proposals=1, seed=3, finisher="rule_expert")
+        out[budget] = [x.greedy_return for x in improved]
+    assert out[0] == pytest.approx(out[1 << 28], abs=1e-12)  # the greedy episodes are the same
+
+
+def test_a_run_starts_with_no_kept_caches(tiny_sft: Path) -> None:
+    model, tok = load_pretrained(tiny_sft)
+    sampler = BatchedSampler(model, tok, temperature=0.0, max_new_tokens=40, constrained=True)
+    sampler.play([World("single_trade", "train", 3)])
+    store = sampler.backend.prefixes
+    assert store is not None and store.entries
+    sampler.engine.begin()  # what play and the lookahead do first: training may have changed the weights
+    assert not store.entries
