@@ -119,3 +119,33 @@ def test_the_smollm2_preset_prompts_compactly_with_lora() -> None:
     assert preset.prompt_mode == "compact" and preset.sft.lora
     assert get_preset("small").prompt_mode == "tools"
     assert "?mode=compact&" in llm_policy(Path("run/rl"), True, preset.prompt_mode)
+
+
+def test_rft_learns_compact_turns_as_the_model_is_shown_them(tiny_sft: Path, tmp_path: Path) -> None:
+    """RFT in compact mode: the lookahead's corrections are prompt-completion records of the system
+    prompt and the turn alone, the teacher's replays and kept episodes are compact records (one chat
+    per turn when trained), and a pass of fine-tuning runs on them."""
+    from gpu_arena.training.lookahead import correction_record, improve
+    from gpu_arena.training.rft import RFTRun, fine_tune, teacher_records
+
+    model, tok = load_pretrained(tiny_sft)
+    sampler = BatchedSampler(model, tok, temperature=1.0, max_new_tokens=40, constrained=True,
+                             proposal="rule_expert", prompt_mode="compact")
+    improved, _ = improve(sampler, [World("single_trade", "train", s) for s in (3, 4)], samples=1, proposals=1,
+                          seed=3, finisher="rule_expert", roll_in="greedy", prefer="proposal")
+    corrections = [correction_record(m, a, k, "compact") for x in improved for k, (m, a) in enumerate(x.corrections)]
+    assert corrections
+    for rec in corrections:
+        assert [m["role"] for m in rec["prompt"]] == ["system", "user"] and rec["tools"] == []
+        assert rec["prompt"][0]["content"] == system_prompt("compact")
+    replays = teacher_records(RFTRun(output_dir=str(tmp_path / "r"), tasks=("single_trade",), replay=2), 0, "compact")
+    assert all(r["mode"] == "compact" and r["tools"] == [] for r in replays)
+    kept = [x.rollout.record("rft", "compact") for x in improved]
+    assert all(r["mode"] == "compact" for r in kept)
+    assert all(len(c["messages"]) == 3 for r in kept + replays for c in model_chats(r))
+    result = fine_tune(model, tok, kept + replays, output_dir=str(tmp_path / "ft"), learning_rate=1e-3, epochs=1,
+                       batch_size=2, seed=0, max_steps=2)
+    assert result.training_loss > 0
+    result = fine_tune(model, tok, corrections[:2], output_dir=str(tmp_path / "ft2"), learning_rate=1e-3, epochs=1,
+                       batch_size=2, seed=0, max_steps=1)
+    assert result.training_loss > 0

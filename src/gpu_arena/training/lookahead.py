@@ -183,17 +183,23 @@ ROLL_IN = ("best", "greedy")
 PREFER = ("greedy", "proposal")
 
 
-def correction_record(messages: list[dict[str, Any]], answer: Answer, turn: int) -> dict[str, Any]:
-    """One changed turn as a prompt-completion record: the conversation the model saw, and the
-    best candidate written as the teacher's records write actions (loss on the completion only)."""
-    from ..llm.tools import action_tools
+def correction_record(messages: list[dict[str, Any]], answer: Answer, turn: int, mode: str = "tools"
+                      ) -> dict[str, Any]:
+    """One changed turn as a prompt-completion record: the prompt the model saw (in ``mode``: the
+    whole conversation, or for a mode that shows one turn at a time the system prompt and that
+    turn, as :func:`gpu_arena.training.data.model_chats` cuts a record), and the best candidate
+    written as the teacher's records write actions (loss on the completion only)."""
+    from ..llm.prompts import WINDOW, prompt_tools
     from .data import render_reply
 
     content, calls = render_reply(parse_action(answer[1] if answer[1] else answer[0]), "tools", f"call_{turn}")
     reply: dict[str, Any] = {"role": "assistant", "content": content}
     if calls:
         reply["tool_calls"] = calls
-    return {"prompt": messages, "completion": [reply], "tools": action_tools()}
+    prompt = messages
+    if WINDOW.get(mode) == 1:
+        prompt = [messages[0], {"role": "user", "content": messages[-1]["content"]}]
+    return {"prompt": prompt, "completion": [reply], "tools": prompt_tools(mode) or []}
 
 
 __all__ = ["PREFER", "ROLL_IN", "Improved", "correction_record", "finish_with", "improve"]

@@ -181,6 +181,9 @@ def fine_tune(model: Any, tokenizer: Any, records: list[dict[str, Any]], *, outp
         per_device_train_batch_size=int(batch_size), learning_rate=float(learning_rate),
         lr_scheduler_type=scheduler, warmup_steps=0, logging_steps=1, save_strategy="no", report_to="none",
         seed=seed, data_seed=seed, assistant_only_loss=True, max_length=8192, packing=False, use_cpu=use_cpu(),
+        # batches of like lengths (random groups of 8 batches, sorted within): an iteration's records mix
+        # short single_trade replays and long episodes, and padding to the batch's longest cost 13% a pass
+        train_sampling_strategy="group_by_length",
         dataloader_num_workers=0, disable_tqdm=True, weight_decay=0.0, **(accel or Accel()).trainer_args(),
     )
     trainer = ArenaSFTTrainer(model=model, args=args, train_dataset=dataset, processing_class=tokenizer,
@@ -204,15 +207,16 @@ def iteration_lr(run: RFTRun, iteration: int) -> float:
 REPLAY_SEED_START = 1_000_000  # teacher replay seeds: train worlds far from the SFT data's 0..N-1
 
 
-def teacher_records(run: RFTRun, iteration: int) -> list[dict[str, Any]]:
+def teacher_records(run: RFTRun, iteration: int, mode: str = "tools") -> list[dict[str, Any]]:
     """Iteration ``iteration``'s teacher replay: ``run.replay`` fresh episodes of ``run.teacher``
-    on train worlds no earlier iteration (nor the SFT data) used, as SFT records."""
+    on train worlds no earlier iteration (nor the SFT data) used, as SFT records in prompt ``mode``."""
     from .data import play_episode_record
 
     n = int(run.replay or 0)
     start = REPLAY_SEED_START + iteration * n
     return [play_episode_record(str(run.teacher or "rule_expert"), run.tasks[k % len(run.tasks)], run.split,
-                                start + k).to_json() for k in range(n)]
+                                start + k, mode=mode).to_json()  # type: ignore[arg-type]
+            for k in range(n)]
 
 
 def explore_worlds(run: RFTRun, sampler: BatchedSampler, worlds: list[World], seed: int
@@ -226,14 +230,15 @@ def explore_worlds(run: RFTRun, sampler: BatchedSampler, worlds: list[World], se
                                   finisher=run.finisher or None, roll_in=str(run.roll_in or "best"),
                                   prefer=str(run.prefer or "greedy"))
         for x in improved:
-            x.rollout.corrections = [correction_record(m, a, k) for k, (m, a) in enumerate(x.corrections)]
+            x.rollout.corrections = [correction_record(m, a, k, sampler.prompt_mode)
+                                     for k, (m, a) in enumerate(x.corrections)]
         return [x.rollout for x in improved], stats, {x.rollout.world: x.greedy_return for x in improved}
     n = int(run.samples_per_world or 2)
     greedy: dict[World, float] | None = None
     turns_of: dict[World, int] = {}
     if run.baseline == "greedy":
-        with BatchedSampler(sampler.model, sampler.tokenizer, temperature=0.0,
-                            max_new_tokens=sampler.max_new_tokens) as plain:
+        with BatchedSampler(sampler.model, sampler.tokenizer, temperature=0.0, max_new_tokens=sampler.max_new_tokens,
+                            prompt_mode=sampler.prompt_mode) as plain:
             base_rollouts, base_stats = plain.play(worlds)
         greedy = {r.world: r.episode_return for r in base_rollouts}
         turns_of = {r.world: max(r.turns, 1) for r in base_rollouts}
@@ -266,7 +271,8 @@ def run_rft(run: RFTRun, progress: Callable[[dict[str, Any]], None] | None = Non
         model, tok = start.model, start.tokenizer
         sampler = BatchedSampler(model, tok, temperature=float(run.temperature or 1.0),
                                  max_new_tokens=run.max_new_tokens, proposal=run.proposal,
-                                 constrained=bool(run.constrained), workers=run.workers, worker_backend=run.backend)
+                                 constrained=bool(run.constrained), workers=run.workers, worker_backend=run.backend,
+                                 prompt_mode=preset.prompt_mode)
         try:
             return iterate(model, tok, sampler)
         finally:
@@ -293,14 +299,14 @@ def run_rft(run: RFTRun, progress: Callable[[dict[str, Any]], None] | None = Non
             if run.train_on == "corrections":  # the lookahead's changed turns, not whole episodes
                 new = [c for r in rollouts for c in r.corrections]
             else:
-                new = [r.record("rft") for r in kept]
+                new = [r.record("rft", sampler.prompt_mode) for r in kept]
                 if run.anchors and greedy is not None and run.explore == "lookahead":
                     improved_worlds = {r.world for r in kept}
-                    new += [r.record("rft-anchor") for r in rollouts
+                    new += [r.record("rft-anchor", sampler.prompt_mode) for r in rollouts
                             if r.world not in improved_worlds and not r.format_errors]
             aggregate = aggregate + new if run.cumulative else new
             records = [r for r in aggregate if r]
-            teacher = teacher_records(run, it)
+            teacher = teacher_records(run, it, sampler.prompt_mode)
             if run.train_on == "corrections":  # two kinds of record, two passes: the teacher's, then the changes
                 passes = [teacher, records]
             else:
