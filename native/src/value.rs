@@ -2,16 +2,17 @@
 //!
 //! The Python core (`gpu_arena.core`, its rules, `engine.py`, `shocks.py` and
 //! `gpu_arena.policies.negotiator`) writes its messages and transcripts with Python's `repr()`,
-//! `str()` and format specs, and computes with `round(x, n)`, `math.fsum`, `sum` and floor
-//! division. This module mirrors each of them bit for bit, for CPython 3.11 (the version the
-//! project runs; 3.12 changed `sum` of floats and `math.fsum` of `-0.0`):
+//! `str()` and format specs, and computes with `round(x, n)`, `math.fsum`, `ordered_sum`
+//! (`core/sums.py`: floats added left to right from `0.0`, never the built-in `sum`, which 3.12
+//! made compensated) and floor division. This module mirrors each of them bit for bit, as CPython
+//! 3.11 computes them (3.12 also changed `math.fsum` of `-0.0`):
 //!
 //! * [`PyValue`]: a JSON-like Python value, as an action's fields hold them (see `action_record`
 //!   in `engine.py`), with `FromPyObject`/`IntoPy`, [`PyValue::repr`] (`repr()`) and
 //!   [`PyValue::str`] (`str()`); [`repr_str`] and [`repr_float`] for bare strings and floats.
 //! * [`format_float`]: `format(x, spec)` / f-string `{x:spec}` of a float.
 //! * [`py_round`] / [`checked_py_round`]: `round(x, ndigits)` of a float.
-//! * [`fsum`] / [`try_fsum`]: `math.fsum`; [`py_sum`]: the built-in `sum` of floats.
+//! * [`fsum`] / [`try_fsum`]: `math.fsum`; [`ordered_sum`]: the core's `ordered_sum` of floats.
 //! * [`py_floordiv_f64`], [`py_mod_f64`], [`py_divmod_f64`], [`py_floordiv_i64`], [`py_mod_i64`]:
 //!   `//`, `%` and `divmod` with Python's floor semantics.
 //! * [`is_py_space`], [`py_strip`], [`py_len`], [`py_prefix`]: `str.isspace`, `str.strip()`,
@@ -31,8 +32,9 @@
 //! | `:g`      | `MAX_PAYMENT` (`rules/checks.py`), GPU-hours (`judge.py`) | [`format_float`]         |
 //!
 //! `round(x, n)` is used with `n` in {2, 3, 4, 6, 12}; `round(x)` without `ndigits` is not used;
-//! `math.fsum` closes each round's reward row (`engine.py`); the built-in `sum` adds floats (and
-//! ints) across the core, e.g. GPU-hours and shares in `negotiator.py`; `//` and `%` appear on
+//! `math.fsum` closes each round's reward row (`engine.py`); `ordered_sum` adds floats across the
+//! core (energy, shares, values in `negotiator.py` and the rules) and the built-in `sum` ints only
+//! (GPU-hours, counts: iterator `.sum()` of `i64` here); `//` and `%` appear on
 //! ints only, once on a negative numerator (`-(-a // b)`, a ceiling division in `worldgen.py`).
 //!
 //! Python ints are carried as `i64`: an int outside `i64` is refused on extraction (an
@@ -1041,16 +1043,11 @@ pub fn fsum(xs: &[f64]) -> f64 {
     }
 }
 
-/// Python 3.11's built-in `sum(xs)` of floats (start `0`, `builtin_sum_impl` in
-/// `Python/bltinmodule.c`): `0 + xs[0]` as a float (`0.0 + x`, so `sum([-0.0])` is `0.0`), then
-/// plain left-to-right `f_result += x` (3.12 added compensated summation; 3.11 has none).
-///
-/// Ints among the summands (Python adds a leading run of them as ints, later ones as
-/// `f_result += (double)i`) give the same float as here while the running int sum stays within
-/// 2**53. Where every summand is an int, and for an empty list, Python's result is an int (its
-/// `repr` is `3`, not `3.0`); this returns its value as a float (`value_sum` returns the int `0`
-/// for an empty list).
-pub fn py_sum(xs: &[f64]) -> f64 {
+/// The core's `ordered_sum(xs)` (`gpu_arena/core/sums.py`): `0.0 + xs[0] + xs[1] + ...`, left to
+/// right (so `[-0.0]` gives `0.0` and `[]` gives `0.0`). It is also Python 3.11's built-in `sum` of
+/// floats (`builtin_sum_impl` in `Python/bltinmodule.c`: plain `f_result += x`); 3.12's built-in
+/// `sum` adds compensation (Neumaier), which is why the core does not call it on floats.
+pub fn ordered_sum(xs: &[f64]) -> f64 {
     let mut total = 0.0_f64;
     for &x in xs {
         total += x;
@@ -1216,14 +1213,10 @@ fn value_fsum(xs: Vec<f64>) -> PyResult<f64> {
     })
 }
 
-/// `sum(xs)` of floats ([`py_sum`]); the int `0` for an empty list, as Python gives it.
+/// `ordered_sum(xs)` of floats ([`ordered_sum`]).
 #[pyfunction]
-fn value_sum(py: Python<'_>, xs: Vec<f64>) -> PyObject {
-    if xs.is_empty() {
-        0_i64.into_py(py)
-    } else {
-        py_sum(&xs).into_py(py)
-    }
+fn value_ordered_sum(xs: Vec<f64>) -> f64 {
+    ordered_sum(&xs)
 }
 
 /// `a // b`: of two ints ([`py_floordiv_i64`]) where both are ints, else of floats.
@@ -1286,7 +1279,7 @@ pub fn register(_py: Python, m: &PyModule) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(value_format, m)?)?;
     m.add_function(wrap_pyfunction!(value_round, m)?)?;
     m.add_function(wrap_pyfunction!(value_fsum, m)?)?;
-    m.add_function(wrap_pyfunction!(value_sum, m)?)?;
+    m.add_function(wrap_pyfunction!(value_ordered_sum, m)?)?;
     m.add_function(wrap_pyfunction!(value_floordiv, m)?)?;
     m.add_function(wrap_pyfunction!(value_mod, m)?)?;
     m.add_function(wrap_pyfunction!(value_divmod, m)?)?;

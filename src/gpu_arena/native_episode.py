@@ -63,7 +63,7 @@ MIRRORED: tuple[str, ...] = (
     "core/rules/auctions.py", "core/rules/checks.py", "core/rules/clock.py", "core/rules/coalitions.py",
     "core/rules/dispatch.py", "core/rules/holdings.py", "core/rules/limits.py", "core/rules/offers.py",
     "core/rules/outcome.py", "core/policy.py", "policies/negotiator.py", "policies/archetypes.py",
-    "policies/planning.py",
+    "policies/planning.py", "core/sums.py",
 )
 MIRRORS_FILE = "mirrors.json"  # written by `make native-sync` (gpu_arena.rust_build.write_mirrors), never by hand
 _PACKAGE = Path(__file__).resolve().parent

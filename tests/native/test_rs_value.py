@@ -21,6 +21,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from gpu_arena.core.sums import ordered_sum
+
 pytestmark = pytest.mark.skipif(sys.version_info[:2] != (3, 11), reason="mirrors CPython 3.11")
 
 # The specs the core and the negotiator format floats with (see value.rs's module doc).
@@ -215,15 +217,17 @@ def test_fsum_cases(rs: ModuleType) -> None:
 
 @settings(max_examples=150)
 @given(summands)
-def test_builtin_sum(rs: ModuleType, xs: list[float]) -> None:
-    assert_same_outcome(outcome(rs.value_sum, xs), outcome(sum, xs))
+def test_ordered_sum(rs: ModuleType, xs: list[float]) -> None:
+    assert_same_outcome(outcome(rs.value_ordered_sum, xs), outcome(ordered_sum, xs))
 
 
-def test_builtin_sum_is_311s_plain_addition(rs: ModuleType) -> None:
+def test_ordered_sum_is_plain_left_to_right_addition(rs: ModuleType) -> None:
+    # the core's float sum (core/sums.py), on every Python: 3.11's built-in sum, not 3.12's
     for xs in [[], [-0.0], [0.1] * 10, [1e16, 1.0, -1e16], [1.0, 1e100, 1.0, -1e100]]:
-        assert_same_outcome(outcome(rs.value_sum, xs), outcome(sum, xs))
-    assert rs.value_sum([0.1] * 10) == 0.9999999999999999  # 3.12's compensated sum gives 1.0
-    assert same(rs.value_sum([]), 0)
+        assert_same_outcome(outcome(rs.value_ordered_sum, xs), outcome(ordered_sum, xs))
+    assert rs.value_ordered_sum([0.1] * 10) == 0.9999999999999999  # 3.12's compensated sum gives 1.0
+    assert rs.value_ordered_sum([1e16, 1.0, -1e16]) == 0.0  # math.fsum and 3.12's sum give 1.0
+    assert same(rs.value_ordered_sum([]), 0.0)
 
 
 # ------------------------------------------------------------------------------------------ // and %

@@ -14,7 +14,7 @@ use std::collections::{HashMap, HashSet};
 
 use crate::rng::PyRandom;
 use crate::types::Action;
-use crate::value::{py_round, py_sum, PyValue};
+use crate::value::{ordered_sum, py_round, PyValue};
 use crate::views::{BlockView, OfferView, PitchView, SeatView};
 
 /// `EXPECTED_VALUE_PER_HOUR`: the public estimate of what an unannounced pooled job is worth per hour.
@@ -60,7 +60,7 @@ pub(crate) fn py_max(a: f64, b: f64) -> f64 {
 /// `run_energy(blocks)`: the energy its owner pays to run `blocks`, energy price × GPU-hours each.
 pub fn run_energy<'a>(blocks: impl IntoIterator<Item = &'a BlockView>) -> f64 {
     let costs: Vec<f64> = blocks.into_iter().map(|b| b.energy_cost * b.gpu_hours as f64).collect();
-    py_sum(&costs)
+    ordered_sum(&costs)
 }
 
 /// `urgency_of(rounds_left)`: 0 when deadlines are far, toward 1 when the nearest is next round.
@@ -232,7 +232,7 @@ impl Negotiator {
     /// `Negotiator.stake`: the value of all its jobs (1.0 where that is zero).
     pub fn stake(&self, obs: &SeatView) -> f64 {
         let values: Vec<f64> = obs.private_jobs.iter().map(|j| j.value).collect();
-        let total = py_sum(&values);
+        let total = ordered_sum(&values);
         if total == 0.0 {
             1.0
         } else {
@@ -270,7 +270,7 @@ impl Negotiator {
         let value = |table: &HashMap<&str, &BlockView>, b: &String| table.get(b.as_str()).map_or(0.0, |v| or_zero(v.marginal_value));
         let given: Vec<f64> = gives.iter().map(|b| value(&mine, b)).collect();
         let got: Vec<f64> = gets.iter().map(|b| value(&theirs, b)).collect();
-        py_sum(&given) + py_sum(&got)
+        ordered_sum(&given) + ordered_sum(&got)
     }
 
     /// `Negotiator.opening_share`: share of a block's value offered when buying.
@@ -491,7 +491,7 @@ impl Negotiator {
             }
             // what its blocks are worth to its own jobs, plus the energy it pays to run them in the pool
             let values: Vec<f64> = mine.iter().map(|b| or_zero(owned[b.as_str()].marginal_value)).collect();
-            let cost = py_sum(&values) + energy;
+            let cost = ordered_sum(&values) + energy;
             let others = c.members.iter().filter(|m| **m != c.proposer).count();
             let paid = c.payment / others.max(1) as f64;
             // the pooled job's value is private: estimate it from its public hours
@@ -648,7 +648,7 @@ impl Negotiator {
                 })
                 .collect();
             let given: Vec<f64> = shares.iter().map(|(_, s)| *s).collect();
-            let own_share = py_round(1.0 - py_sum(&given), 6);
+            let own_share = py_round(1.0 - ordered_sum(&given), 6);
             shares.push((me.clone(), own_share));
             // it knows what its pooled job is worth: pay a tenth of it to win the members' consent
             let payment = cents(0.1 * job.value, obs.controlled_lab_budget * 0.5)?;

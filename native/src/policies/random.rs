@@ -4,7 +4,7 @@
 
 use crate::rng::PyRandom;
 use crate::types::Action;
-use crate::value::{py_round, py_sum, PyValue};
+use crate::value::{ordered_sum, py_round, PyValue};
 use crate::views::{BlockView, SeatView};
 
 use super::negotiator::PolicyError;
@@ -201,7 +201,7 @@ impl RandomPolicy {
                     members.iter().map(|m| (text(m), PyValue::Float(each))).collect();
                 let given: Vec<f64> = vec![each; members.len()];
                 // a member listed twice would hold one entry: sample draws without repeats
-                shares.push((text(me), PyValue::Float(1.0 - py_sum(&given))));
+                shares.push((text(me), PyValue::Float(1.0 - ordered_sum(&given))));
                 let mut a = Action::of("form_coalition");
                 a.job_id = text(&job.job_id);
                 a.member_lab_ids = ids(members);

@@ -10,7 +10,7 @@ use super::checks::{
 use super::limits::{COALITION_TTL_DEFAULT, COALITION_TTL_MAX, MAX_OPEN_PROPOSALS};
 use super::outcome::{ActionError, Outcome, RuleResult};
 use crate::types::{Action, BlockStatus, Coalition, CoalitionStatus, Event, JobStatus, Message, OfferStatus, World};
-use crate::value::{py_sum, PyValue};
+use crate::value::{ordered_sum, PyValue};
 
 /// `_shares`: a finite non-negative share for exactly each of `members`, summing to 1, in the
 /// order given.
@@ -53,7 +53,7 @@ fn shares(value: &PyValue, members: &[String]) -> RuleResult<IndexMap<String, f6
             }
         }
     }
-    let total = py_sum(&out.values().copied().collect::<Vec<f64>>());
+    let total = ordered_sum(&out.values().copied().collect::<Vec<f64>>());
     if (total - 1.0).abs() > 1e-6 {
         return Err(ActionError::new("invalid_shares", "shares must sum to 1"));
     }
@@ -181,7 +181,7 @@ pub fn commit(world: &mut World, lab_id: &str, action: &Action) -> RuleResult<Ou
         check_tradeable(world, b, lab_id, false)?;
         check_fits(b, job)?;
     }
-    let energy = py_sum(&mine.iter().map(|b| {
+    let energy = ordered_sum(&mine.iter().map(|b| {
         let b = &world.blocks[b.as_str()];
         b.energy_cost * b.hours() as f64
     }).collect::<Vec<f64>>());

@@ -34,6 +34,7 @@ from .rules import (
 )
 from .serialize import json_standard
 from .shocks import fire_due_shocks
+from .sums import ordered_sum
 from .types import (
     COMPONENT_COLUMNS,
     PENALTY_COLUMNS,
@@ -525,8 +526,8 @@ class Episode:
         utilities = {lid: self.potential(lid) - lab.initial_budget for lid, lab in w.labs.items()}
         surplus = {lid: self.potential(lid) - w.initial_potential[lid] for lid in w.labs}
         # money that left the economy (auction prices) is welfare spent, not destroyed value
-        paid_to_market = sum(a.price for a in w.auctions.values() if a.status == AuctionStatus.AWARDED)
-        welfare = sum(utilities.values()) + paid_to_market
+        paid_to_market = ordered_sum(a.price for a in w.auctions.values() if a.status == AuctionStatus.AWARDED)
+        welfare = ordered_sum(utilities.values()) + paid_to_market
         if optimum is None:
             optimum = exante_optimum(w.task, w.split, w.seed)
         lab_metrics = {}
@@ -544,8 +545,8 @@ class Episode:
         vals = sorted(utilities.values())
         n = len(vals)
         gini = 0.0
-        if n and sum(vals) > 0:
-            gini = sum((2 * i - n + 1) * v for i, v in enumerate(vals)) / (n * sum(vals))
+        if n and ordered_sum(vals) > 0:
+            gini = ordered_sum((2 * i - n + 1) * v for i, v in enumerate(vals)) / (n * ordered_sum(vals))
         return {
             "task": w.task, "split": w.split, "seed": w.seed, "rounds": w.round_index, "done": w.done,
             # ex-ante optimum: shocks may move welfare past it

@@ -13,6 +13,7 @@ import random
 from typing import Any, Protocol, runtime_checkable
 
 from .serialize import coerce_action
+from .sums import ordered_sum
 from .types import PLANNABLE, Action, CoalitionStatus, JobStatus, RejectedAction, World
 
 
@@ -178,7 +179,7 @@ class RandomPolicy(PolicyBase):
                         and b.reliability >= job.min_reliability]
                 want = tuple(b.block_id for b in fits)[:4]
                 shares = {m: round(1.0 / (len(members) + 1), 6) for m in members}
-                shares[me] = 1.0 - sum(shares.values())
+                shares[me] = 1.0 - ordered_sum(shares.values())
                 return Action("form_coalition", job_id=job.job_id, member_lab_ids=members,
                               block_ids=tuple(mine[:1]), requested_block_ids=want, shares=shares)
         if kind == "commit_to_coalition":

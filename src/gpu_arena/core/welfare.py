@@ -14,6 +14,7 @@ import numpy as np
 
 from .allocation import job_value, solve
 from .milp import quiet_native_output, welfare_milp
+from .sums import ordered_sum
 from .types import Block, BlockStatus, Job
 from .valuation import block_fits, block_key
 
@@ -148,7 +149,7 @@ class _WelfareSearch:
     def __init__(self, blocks: list[Block], jobs: list[Job]) -> None:
         fits = [[block_fits(b, j) for j in jobs] for b in blocks]
         # big blocks first: the last layers then hold small blocks, where the bounds are tight
-        order = sorted(range(len(blocks)), key=lambda i: (-blocks[i].hours, -sum(fits[i]), i))
+        order = sorted(range(len(blocks)), key=lambda i: (-blocks[i].hours, -sum(fits[i]), i))  # int sum: of bools
         n = len(blocks)
         self.n, self.nj = n, len(jobs)
         self.fits = np.array([fits[i] for i in order], dtype=bool).reshape(n, len(jobs))
@@ -238,7 +239,7 @@ class _WelfareSearch:
             for j, r in enumerate(self.req):
                 val = self._vals_list[j]
                 h = np.arange(r + 1)
-                total = sum(self.hours[i] for i in range(self.n) if self.fits[i, j])
+                total = sum(self.hours[i] for i in range(self.n) if self.fits[i, j])  # int sum: GPU-hours
                 cost = np.full(total + 1, np.inf)  # least energy + λ of exactly x hours of blocks k..
                 cost[0] = 0.0
                 cols = slice(int(self.offset[j]), int(self.offset[j]) + r + 1)
@@ -371,8 +372,8 @@ class _WelfareSearch:
                         raw[j] += d
                         raw[j2] -= d
                         plan[i], plan[i2], improved = j2, j, True
-        spent = sum(self.energy[i] for i, j in enumerate(plan) if j >= 0)
-        return sum(value(j, raw[j]) for j in range(self.nj)) - spent
+        spent = ordered_sum(self.energy[i] for i, j in enumerate(plan) if j >= 0)
+        return ordered_sum(value(j, raw[j]) for j in range(self.nj)) - spent
 
     def _exact(self, floor: float, max_work: int) -> float | None:
         """The best welfare of any state whose bounds reach ``floor`` (``floor`` itself when no

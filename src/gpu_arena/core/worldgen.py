@@ -13,6 +13,7 @@ import hashlib
 import random
 
 from .rng import episode_rng
+from .sums import ordered_sum
 from .tasks import surge_max, task_params
 from .types import (
     Block,
@@ -112,12 +113,12 @@ def _draw(params: TaskParams, rng: random.Random, seed: int) -> World:
     for p in range(params.pooled_jobs):
         owner = lab_ids[(p + rng.randrange(n)) % n]
         deadline = rounds + rng.randint(2, 4)
-        own_hours = sum(b.hours for b in blocks.values() if b.owner == owner and b.end_round <= deadline)
+        own_hours = sum(b.hours for b in blocks.values() if b.owner == owner and b.end_round <= deadline)  # int sum
         for other in lab_ids:
             if other != owner:
                 add_block(other, rng.randint(min_start + 1, deadline - 2), 2, rng.choice((4, 8)),
                           rng.uniform(0.85, 0.99))
-        fit_hours = sum(b.hours for b in blocks.values() if b.end_round <= deadline and b.reliability >= 0.8)
+        fit_hours = sum(b.hours for b in blocks.values() if b.end_round <= deadline and b.reliability >= 0.8)  # int sum
         req = min(fit_hours, max(own_hours + 8, int(0.6 * fit_hours)))
         jid = f"j_{owner.split('_')[1]}_p{p}"
         jobs[jid] = Job(job_id=jid, owner=owner, gpu_hours_required=req, deadline_round=deadline,
@@ -127,7 +128,7 @@ def _draw(params: TaskParams, rng: random.Random, seed: int) -> World:
                   rng=rng, labs=labs, blocks=blocks, jobs=jobs, shock_schedule=[])
     _repair_feasibility(world)
     for lid, lab in labs.items():
-        own_value = sum(j.value for j in jobs.values() if j.owner == lid)
+        own_value = ordered_sum(j.value for j in jobs.values() if j.owner == lid)
         lab.budget = lab.initial_budget = round(own_value * rng.uniform(*params.budget_frac), 2)
     world.shock_schedule = _draw_shocks(params, rng, rounds)
     return world
@@ -137,12 +138,12 @@ def _repair_feasibility(world: World) -> None:
     """Every job must be completable with some allocation of the world's blocks."""
     blocks = list(world.blocks.values())
     for job in world.jobs.values():
-        fit = sum(b.hours for b in blocks if block_fits(b, job))
+        fit = sum(b.hours for b in blocks if block_fits(b, job))  # int sum: GPU-hours
         if fit == 0:
             b = max(blocks, key=lambda x: x.hours)
             job.deadline_round = max(job.deadline_round, b.end_round)
             job.min_reliability = min(job.min_reliability, b.reliability)
-            fit = sum(x.hours for x in blocks if block_fits(x, job))
+            fit = sum(x.hours for x in blocks if block_fits(x, job))  # int sum
         if fit < job.gpu_hours_required:
             per_hour = job.value / job.gpu_hours_required
             job.gpu_hours_required = fit
@@ -176,10 +177,10 @@ def _draw_shocks(params: TaskParams, rng: random.Random, rounds: int) -> list[Sc
 
 
 def _acceptable(world: World) -> bool:
-    batna = sum(best_allocation(world, lid).net for lid in world.labs)
+    batna = ordered_sum(best_allocation(world, lid).net for lid in world.labs)
     # a feasible welfare clearing the margin proves the optimum does too, without a MILP per draw
     feasible = welfare_lower_bound(list(world.blocks.values()), list(world.jobs.values()))
-    total_value = sum(j.value for j in world.jobs.values())
+    total_value = ordered_sum(j.value for j in world.jobs.values())
     return feasible - batna >= MIN_GAIN_FRACTION * total_value
 
 
@@ -193,10 +194,10 @@ def _finalise(world: World) -> None:
     from .valuation import potential
 
     smax = surge_max(world.params)
-    money = sum(lab.initial_budget for lab in world.labs.values())
+    money = ordered_sum(lab.initial_budget for lab in world.labs.values())
     for lid in world.labs:
-        own = sum(j.value for j in world.jobs.values() if j.owner == lid)
-        pooled_cap = sum(j.gpu_hours_required * world.params.value_per_hour_cap * 1.4
-                         for j in world.jobs.values() if j.pooled and j.owner != lid)
+        own = ordered_sum(j.value for j in world.jobs.values() if j.owner == lid)
+        pooled_cap = ordered_sum(j.gpu_hours_required * world.params.value_per_hour_cap * 1.4
+                                 for j in world.jobs.values() if j.pooled and j.owner != lid)
         world.reward_scale[lid] = (own * smax + pooled_cap * smax + money) / 0.9
         world.initial_potential[lid] = potential(world, lid)

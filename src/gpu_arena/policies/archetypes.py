@@ -81,7 +81,7 @@ class DeceptivePolicy(Negotiator):
         jobs = [j for j in obs.private_jobs if j.status == JobStatus.OPEN]
         if not jobs:
             return None
-        need = sum(j.gpu_hours_required - j.assigned_hours for j in jobs)
+        need = sum(j.gpu_hours_required - j.assigned_hours for j in jobs)  # int sum: GPU-hours
         if self.rng.random() >= self.honesty:
             need = need * 2 + 8  # inflate demand to talk prices up
         return Action("send_message", message=f"We still need {need} GPU-hours and will pay well for them.")

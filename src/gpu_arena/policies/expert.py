@@ -178,17 +178,17 @@ class RuleExpertPolicy(CoalitionPooling):
             planner = planner or OwnPlanner(obs)
             loss = planner.net() - planner.net(without=mine)
             # the server splits the payment by committed GPU-hours among the members
-            hours = {m: sum(owned[b].gpu_hours if b in owned else self.hours_of(obs, b) for b in bs)
+            hours = {m: sum(owned[b].gpu_hours if b in owned else self.hours_of(obs, b) for b in bs)  # int sum
                      for m, bs in c.commitments.items() if m != c.proposer}
-            total = sum(hours.values()) or 1
+            total = sum(hours.values()) or 1  # int sum: GPU-hours
             paid = c.payment * hours.get(me, 0) / total
-            pooled = sum(self.hours_of(obs, b) if b not in owned else owned[b].gpu_hours
+            pooled = sum(self.hours_of(obs, b) if b not in owned else owned[b].gpu_hours  # int sum: GPU-hours
                          for bs in c.commitments.values() for b in bs)
             # a proposer commits its own blocks through its plan, not the proposal: its free fitting
             # blocks (public) count toward completion too
             committed = {b for bs in c.commitments.values() for b in bs}
             floor = next((p.min_reliability for p in obs.public_market.pooled_jobs if p.job_id == c.job_id), 0.0)
-            pooled += sum(b.gpu_hours for b in obs.public_market.blocks if b.owner == c.proposer
+            pooled += sum(b.gpu_hours for b in obs.public_market.blocks if b.owner == c.proposer  # int sum
                           and b.block_id not in committed and b.status in PLANNABLE
                           and b.start_round > obs.round_index
                           and b.end_round <= c.deadline_round and b.reliability >= floor)

@@ -27,6 +27,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from ..core.policy import PolicyBase
+from ..core.sums import ordered_sum
 from ..core.types import PLANNABLE, Action, AuctionStatus, CoalitionStatus, JobStatus
 
 # public design facts a bot may use to estimate what an unannounced pooled job is worth per hour
@@ -35,7 +36,7 @@ EXPECTED_VALUE_PER_HOUR = 4.2
 
 def run_energy(blocks: Iterable[Any]) -> float:
     """The energy its owner pays to run ``blocks`` (block views): energy price × GPU-hours each."""
-    return sum(b.energy_cost * b.gpu_hours for b in blocks)
+    return ordered_sum(b.energy_cost * b.gpu_hours for b in blocks)
 
 
 def urgency_of(rounds_left: Iterable[int]) -> float:
@@ -76,7 +77,7 @@ class Negotiator(PolicyBase):
         return max(0.0, math.floor(min(amount, budget) * 100) / 100)
 
     def stake(self, obs: Any) -> float:
-        return sum(j.value for j in obs.private_jobs) or 1.0
+        return ordered_sum(j.value for j in obs.private_jobs) or 1.0
 
     def urgency(self, obs: Any) -> float:
         """0 when deadlines are far, toward 1 when an open job's deadline is next round."""
@@ -99,8 +100,8 @@ class Negotiator(PolicyBase):
         theirs = {b.block_id: b for b in obs.public_market.blocks}
         gives = offer.requested_block_ids if offer.direction == "incoming" else offer.block_ids
         gets = offer.block_ids if offer.direction == "incoming" else offer.requested_block_ids
-        return sum((mine[b].marginal_value or 0.0) if b in mine else 0.0 for b in gives) + \
-            sum((theirs[b].marginal_value or 0.0) if b in theirs else 0.0 for b in gets)
+        return ordered_sum((mine[b].marginal_value or 0.0) if b in mine else 0.0 for b in gives) + \
+            ordered_sum((theirs[b].marginal_value or 0.0) if b in theirs else 0.0 for b in gets)
 
     def opening_share(self, obs: Any) -> float:
         """Share of a block's value offered when buying: rises with urgency and with each retry."""
@@ -217,7 +218,7 @@ class Negotiator(PolicyBase):
             if energy > obs.controlled_lab_budget:
                 continue  # it could not pay to run its share
             # what its blocks are worth to its own jobs, plus the energy it pays to run them in the pool
-            cost = sum(owned[b].marginal_value or 0.0 for b in mine) + energy
+            cost = ordered_sum(owned[b].marginal_value or 0.0 for b in mine) + energy
             others = [m for m in c.members if m != c.proposer]
             paid = c.payment / max(1, len(others))
             # the pooled job's value is private: estimate it from its public hours
@@ -278,7 +279,7 @@ class Negotiator(PolicyBase):
             # keeps for another job would leave the pool short, for partial credit at best
             planned = set(obs.best_plan.get(job.job_id, ()))
             mine = [b for b in obs.owned_blocks if b.block_id in planned and b.status in PLANNABLE]
-            need = job.gpu_hours_required - job.assigned_hours - sum(b.gpu_hours for b in mine)
+            need = job.gpu_hours_required - job.assigned_hours - sum(b.gpu_hours for b in mine)  # int sum
             if need <= 0:
                 continue
             pool = sorted((b for b in obs.public_market.blocks if b.tradeable and b.owner != me
@@ -297,8 +298,9 @@ class Negotiator(PolicyBase):
                 continue  # a pool that cannot complete the job earns only partial credit
             members = tuple(sorted({b.owner for b in chosen}))
             total = job.gpu_hours_required
-            shares = {m: round(0.9 * sum(b.gpu_hours for b in chosen if b.owner == m) / total, 6) for m in members}
-            shares[me] = round(1.0 - sum(shares.values()), 6)
+            shares = {m: round(0.9 * sum(b.gpu_hours for b in chosen if b.owner == m) / total, 6)  # int sum: GPU-hours
+                      for m in members}
+            shares[me] = round(1.0 - ordered_sum(shares.values()), 6)
             # it knows what its pooled job is worth: pay a tenth of it to win the members' consent
             payment = self.cents(0.1 * job.value, obs.controlled_lab_budget * 0.5)
             if shares[me] * job.value - payment < self.min_pool_gain * job.value:

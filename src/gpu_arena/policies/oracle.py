@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from ..core.sums import ordered_sum
 from ..core.types import Action, JobStatus, World
 from ..core.valuation import LabValuer
 from .archetypes import ARCHETYPES
@@ -87,7 +88,7 @@ class OraclePolicy(RuleExpertPolicy):
         valuer = self.valuer(lab)
         base = valuer.net()
         joint = base - valuer.net(without=block_ids)
-        single = sum(base - valuer.net(without=(b,)) for b in block_ids)
+        single = ordered_sum(base - valuer.net(without=(b,)) for b in block_ids)
         return joint, single
 
     def reservation(self, owner: str, block_ids: list[str]) -> float | None:

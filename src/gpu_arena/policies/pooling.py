@@ -15,6 +15,7 @@ import math
 from typing import Any
 
 from ..core.rules import MAX_LIST
+from ..core.sums import ordered_sum
 from ..core.types import PLANNABLE, Action, CoalitionStatus, JobStatus
 from .negotiator import Negotiator, run_energy
 from .planning import OwnPlanner, fits
@@ -154,10 +155,10 @@ class CoalitionPooling(Negotiator):
         missing = job.gpu_hours_required - job.assigned_hours
         committed: list[Any] = []
         for b in own:
-            if sum(x.gpu_hours for x in committed) >= missing * self.POOL_SPARE or len(committed) >= MAX_LIST:
+            if sum(x.gpu_hours for x in committed) >= missing * self.POOL_SPARE or len(committed) >= MAX_LIST:  # int sum
                 break
             committed.append(b)
-        need = missing - sum(b.gpu_hours for b in committed)
+        need = missing - sum(b.gpu_hours for b in committed)  # int sum: GPU-hours
         if need <= 0:
             return None  # its own blocks complete the job: its plan allocates them
         budgets = {lab.lab_id: lab.budget for lab in obs.visible_labs}
@@ -166,15 +167,15 @@ class CoalitionPooling(Negotiator):
             if b.owner not in exclude and not self.is_cold(obs, b.owner or ""):
                 by_owner.setdefault(b.owner or "", []).append(b)
         own_cost = run_energy(committed)
-        holdable = job.assigned_hours + sum(b.gpu_hours for b in obs.owned_blocks if b.tradeable and fits(b, job))
+        holdable = job.assigned_hours + sum(b.gpu_hours for b in obs.owned_blocks if b.tradeable and fits(b, job))  # int sum
         bonus = (OwnPlanner.pooled_value(job, job.gpu_hours_required)
                  - OwnPlanner.pooled_value(job, min(job.gpu_hours_required, holdable))
-                 - own_cost - sum(max(0.0, b.marginal_value or 0.0) for b in committed if b.best_job != job.job_id))
+                 - own_cost - ordered_sum(max(0.0, b.marginal_value or 0.0) for b in committed if b.best_job != job.job_id))
         budget = obs.controlled_lab_budget - own_cost
         if bonus <= 0 or budget <= 0:
             return None
-        idle_risk = sum(max(0.0, b.marginal_value or 0.0) for b in committed
-                        if self.idles_on_failure(b, job, settle_by))
+        idle_risk = ordered_sum(max(0.0, b.marginal_value or 0.0) for b in committed
+                                if self.idles_on_failure(b, job, settle_by))
         best: tuple[float, int, list[Any], dict[str, list[Any]], float] | None = None
         owners = sorted(by_owner)
         for mask in range(1, 1 << len(owners)):
@@ -242,7 +243,7 @@ class CoalitionPooling(Negotiator):
         energy: dict[str, float] = {}
         got = 0
         for b in pool:
-            if got >= need or sum(len(bs) for bs in chosen.values()) >= MAX_LIST:
+            if got >= need or sum(len(bs) for bs in chosen.values()) >= MAX_LIST:  # int sum
                 break
             owner = b.owner or ""
             cost = b.energy_cost * b.gpu_hours

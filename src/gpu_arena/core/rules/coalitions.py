@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from ..sums import ordered_sum
 from ..types import (
     Action,
     BlockStatus,
@@ -46,7 +47,7 @@ def _shares(value: Any, members: tuple[str, ...]) -> dict[str, float]:
         if not ok:
             raise ActionError("invalid_shares", f"share for {k} must be a finite non-negative number")
         out[k] = float(v)
-    if abs(sum(out.values()) - 1.0) > 1e-6:
+    if abs(ordered_sum(out.values()) - 1.0) > 1e-6:
         raise ActionError("invalid_shares", "shares must sum to 1")
     return out
 
@@ -121,7 +122,7 @@ def commit(world: World, lab_id: str, action: Action) -> Outcome:
         b = block_named(world, bid)
         check_tradeable(world, b, lab_id)
         check_fits(b, job)
-    energy = sum(world.blocks[b].energy_cost * world.blocks[b].hours for b in mine)
+    energy = ordered_sum(world.blocks[b].energy_cost * world.blocks[b].hours for b in mine)
     if energy > world.labs[lab_id].budget + 1e-9:
         raise ActionError("insufficient_budget", f"you cannot pay the energy ({energy:.2f}) of your committed blocks")
     c.consented.add(lab_id)
@@ -163,8 +164,8 @@ def _formation_problem(world: World, c: Coalition) -> str:
 def _form(world: World, c: Coalition) -> None:
     job = world.jobs[c.job_id]
     others = [m for m in c.members if m != c.proposer]
-    hours = {m: sum(world.blocks[b].hours for b in c.commitments[m]) for m in others}
-    total_hours = sum(hours.values())
+    hours = {m: sum(world.blocks[b].hours for b in c.commitments[m]) for m in others}  # int sum: GPU-hours
+    total_hours = sum(hours.values())  # int sum
     proposer = world.labs[c.proposer]
     proposer.budget -= c.payment
     for m in others:
