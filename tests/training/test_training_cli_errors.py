@@ -165,8 +165,12 @@ def test_train_rft_refuses_bad_options_before_loading(tmp_path: Path, checkpoint
     (["--seed", "-1"], "--seed"),
     (["--data-seeds", "99999999999999999"], "--data-seeds"),
     (["--eval-seeds", "99999999999999999"], "--eval-seeds"),
-    (["--task", "chess"], "--task: unknown task 'chess'"),
+    (["--tasks", "single_trade,chess"], "--tasks: unknown task 'chess'"),
+    (["--task", "chess"], "--tasks: unknown task 'chess'"),
     (["--eval-tasks", "single_trade,chess"], "--eval-tasks: unknown task 'chess'"),
+    (["--eval-range", "future"], "unknown --eval-range 'future'"),
+    (["--eval-range", "test", "--eval-seeds", "10001"], "the test range holds 10,000 seeds"),
+    (["--curriculum", "ordered", "--rl", "grpo"], "--curriculum orders RFT's iterations"),
 ])
 def test_train_pipeline_refuses_bad_options_before_the_data_stage(tmp_path: Path, extra: list[str],
                                                                   says: str) -> None:

@@ -148,7 +148,12 @@ def test_tiny_pipeline_end_to_end_and_resumed(tmp_path: Path) -> None:
     assert res.output.startswith("`gpu-arena train pipeline --preset tiny --output ")
     rows = [line.split("|") for line in res.output.splitlines() if line.startswith("|")]
     assert sum(r[1].strip() == "single_trade" for r in rows) == 4  # the comparisons
-    assert sum(r[2].strip() == "single_trade" for r in rows) == 5  # trained, sft and three baselines
+    # a table per task: trained, sft and three baselines, each with its deal rate and surplus
+    single = res.output.split("**single_trade**")[1].split("**market_round**")[0]
+    assert "| deal rate | surplus over BATNA |" in single
+    assert [r.split("|")[1].strip() for r in single.splitlines() if r.startswith("| ") and "---" not in r][1:] == [
+        "trained", "sft", "no_negotiation", "rule_expert", "random_valid"]
+    assert "the validation range" in res.output.splitlines()[0]
     res = CliRunner().invoke(app, ["train", "evidence", str(tmp_path / "nothing.json")])
     assert res.exit_code != 0 and "cannot read evidence" in " ".join(res.output.replace("│", " ").split())
 

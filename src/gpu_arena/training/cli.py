@@ -337,6 +337,8 @@ def train_rft(
     model: str = typer.Option(..., help="checkpoint to start from (the SFT output)"),
     preset: str = typer.Option("tiny", help="tiny | small | smollm2 (hyperparameters)"),
     task: str = typer.Option("single_trade", "--task", "--tasks", help="comma-separated tasks"),
+    curriculum: str = typer.Option("mixed", help="mixed (each world's task drawn from all) | ordered (the tasks "
+                                                 "opened in the order given, earlier ones kept in the mix)"),
     seed_start: int = typer.Option(1000, min=0, max=MAX_SEED,
                                    help="first train world seed (each iteration takes fresh ones)"),
     max_steps: int | None = typer.Option(None, "--max-steps", "--iterations", min=1,
@@ -390,7 +392,8 @@ def train_rft(
     _scripted("--teacher", teacher)
     try:
         total = max_steps or get_preset(preset).rft.iterations
-        run = RFTRun(output_dir=output, model=model, preset=preset, tasks=task_list(task, "--task"), seed_start=seed_start,
+        run = RFTRun(output_dir=output, model=model, preset=preset, tasks=task_list(task, "--task"),
+                     curriculum=curriculum, seed_start=seed_start,
                      iterations=max_steps, worlds_per_iteration=worlds, samples_per_world=samples,
                      temperature=temperature, learning_rate=lr, lr_schedule=lr_schedule, epochs=epochs,
                      explore=explore, proposal=proposal, finisher=finisher, roll_in=roll_in, prefer=prefer,
@@ -414,7 +417,10 @@ def train_rft(
 def train_pipeline(
     output: str = typer.Option(..., "--output", "-o", help="directory for every stage's output and evidence.json"),
     preset: str = typer.Option("small", help="tiny (CI, minutes) | small (the documented CPU run)"),
-    task: str = typer.Option("single_trade", help="the task to train on (evaluated with the preset's extra tasks)"),
+    tasks: str = typer.Option("single_trade", "--tasks", "--task", help="comma-separated tasks to train on: SFT data "
+                              "and RL worlds from each, evaluated on each (and the preset's extra tasks)"),
+    curriculum: str = typer.Option("mixed", help="RFT: mixed (each world's task drawn from all) | ordered (the "
+                                                 "tasks opened in the order given, earlier ones kept in the mix)"),
     from_stage: str = typer.Option("data", help="first stage to run: data | sft | rl | eval (earlier outputs are "
                                                 "reused)"),
     to_stage: str = typer.Option("eval", help="last stage to run"),
@@ -428,8 +434,12 @@ def train_pipeline(
                                             "grammar in RL rollouts and the evaluation (default: the preset's)"),
     data_seeds: int | None = typer.Option(None, min=1, max=MAX_SEEDS, help="teacher episodes (train seeds 0..N-1)"),
     eval_seeds: int | None = typer.Option(None, min=1, max=MAX_SEEDS, help="holdout seeds 0..N-1"),
-    eval_tasks: str | None = typer.Option(None, help="comma-separated holdout tasks (default: the task and the "
+    eval_tasks: str | None = typer.Option(None, help="comma-separated holdout tasks (default: the tasks and the "
                                                      "preset's extra ones)"),
+    eval_range: str = typer.Option("validation", help="holdout seeds evaluated: validation (0-9,999: choose on it) | "
+                                   "test (10,000-19,999: report, once per run) | check (20,000-29,999: a last look)"),
+    reopen: bool = typer.Option(False, "--reopen", help="evaluate again on a test or check range this output was "
+                                                        "evaluated on (the evidence records the second look)"),
     workers: int = typer.Option(2, min=1, help="worker processes: the evaluation's, and the RL stage's "
                                               "environment workers (stepping, prompts, grammars off the model's path)"),
     backend: str = typer.Option("process", help="process (local processes) | ray (Ray tasks and actors; a local "
@@ -449,7 +459,8 @@ def train_pipeline(
     from .pipeline import PipelineRun, run_pipeline
     from .progress import StageProgress, quiet_third_party
 
-    run = PipelineRun(output=output, preset=preset, task=task, from_stage=from_stage, to_stage=to_stage,
+    run = PipelineRun(output=output, preset=preset, tasks=task_list(tasks, "--tasks"), curriculum=curriculum,
+                      eval_range=eval_range, reopen=reopen, from_stage=from_stage, to_stage=to_stage,
                       rl_method=rl_method, model=model, data_seeds=data_seeds, sft_steps=max_steps,
                       rl_iterations=rl_steps, rl_worlds=rl_worlds, constrained=constrained, eval_seeds=eval_seeds,
                       eval_tasks=tuple(split_list(eval_tasks)) if eval_tasks else None, workers=workers,
@@ -473,10 +484,12 @@ def train_pipeline(
 def _print_evidence(path: str) -> None:
     from pathlib import Path
 
-    from .evidence import comparison_rows
+    from .evidence import comparison_rows, per_task, range_line
 
     evidence = json.loads(Path(path).read_text())
     rows = comparison_rows(evidence)
+    roles = per_task(evidence.get("results") or [])
+    console.print(range_line(evidence))
     for task in dict.fromkeys(r[0] for r in rows):  # one table per task, so each reads at 80 columns
         mine = [r for r in rows if r[0] == task]
         table = FitTable(f"{task} holdout, paired by seed (n = {mine[0][2]})", ("comparison", "mean", "95% CI", "W/L"),
@@ -484,6 +497,12 @@ def _print_evidence(path: str) -> None:
         for _task, comparison, _n, *cells in mine:
             table.add_row(comparison, *cells)
         table.print()
+        # the return beside the deal rate and the surplus: which way each stage moved the model
+        mix = FitTable(None, ("role", "return", "deal rate", "surplus"), numeric=("return", "deal rate", "surplus"))
+        for role, r in roles.get(task, {}).items():
+            mix.add_row(role, f"{r['mean_return']:+.4f}", f"{r.get('deal_rate', float('nan')):.3f}",
+                        f"{r.get('surplus_over_batna', float('nan')):+.2f}")
+        mix.print()
     console.print(f"evidence: {path}")
 
 

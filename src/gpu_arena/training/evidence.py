@@ -1,9 +1,17 @@
 """Reading and rendering a pipeline's ``evidence.json`` (standard library only).
 
-The file (written by :mod:`gpu_arena.training.pipeline`) holds the command, commit, seeds, each
-stage's wall time, the paired comparisons by holdout seed and the evaluation rows. This module
-turns it into the tables the CLI prints and the Markdown the docs show, so every number a reader
-sees comes from one file a run wrote.
+The file (written by :mod:`gpu_arena.training.pipeline`) holds the command, commit, seeds (the
+holdout range evaluated and every fixed range, :mod:`gpu_arena.evaluation.ranges`), each stage's wall
+time, the paired comparisons by holdout seed, the evaluation rows and, per task, each role's return
+beside its deal rate and surplus over BATNA (:func:`per_task`). This module turns it into the tables
+the CLI prints and the Markdown the docs show, so every number a reader sees comes from one file a
+run wrote.
+
+Why the deal rate and the surplus sit beside the return: supervised imitation and RL pull them
+apart (a policy can trade more often and keep less of each trade, or the reverse), so a return
+alone hides which way a stage moved the model. A surplus *share* (the seat's part of the trade's
+total gain) is not in the file: an evaluation row holds the seat's own surplus only, and the other
+seats' returns are scaled per seat.
 """
 
 from __future__ import annotations
@@ -46,25 +54,57 @@ def difference_cells(c: dict[str, Any], *, sep: str = "/") -> tuple[str, str, st
             f"{c['wins']}{sep}{c['losses']}")
 
 
+# what per_task keeps of each evaluation row (aggregate's names -> the evidence's)
+PER_TASK = (("n", "n"), ("mean", "mean_return"), ("ci_low", "ci_low"), ("ci_high", "ci_high"),
+            ("deal_rate", "deal_rate"), ("surplus_over_batna", "surplus_over_batna"),
+            ("welfare_ratio", "welfare_ratio"), ("invalid_rate", "invalid_rate"))
+
+
+def per_task(results: list[dict[str, Any]]) -> dict[str, dict[str, dict[str, Any]]]:
+    """task -> role -> n, mean return with its 95% CI, deal rate, surplus over BATNA (the seat's money,
+    unscaled), welfare ratio and invalid-action rate, from the evidence's evaluation rows."""
+    out: dict[str, dict[str, dict[str, Any]]] = {}
+    for r in results:
+        out.setdefault(str(r["task"]), {})[str(r.get("role", r["policy"]))] = {
+            new: r[old] for old, new in PER_TASK if old in r}
+    return out
+
+
+def range_line(evidence: dict[str, Any]) -> str:
+    """Which holdout seeds the evidence looked at, from which range (files from before the ranges
+    name none: their seeds are the validation range's)."""
+    seeds = evidence.get("seeds") or {}
+    lo, hi = (seeds.get("holdout") or ["?", "?"])[:2]
+    name = seeds.get("range", "validation")
+    second = "; a second look at this range on this run (reopened)" if seeds.get("reopened") else ""
+    return f"holdout seeds {lo}–{hi}, the {name} range{second}"
+
+
 def comparison_rows(evidence: dict[str, Any]) -> list[tuple[str, ...]]:
     """(task, comparison, n, mean, CI, wins/losses) per comparison, as strings."""
     return [(c["task"], c["comparison"], *difference_cells(c)) for c in evidence["comparisons"]]
 
 
 def markdown_report(evidence: dict[str, Any]) -> str:
-    """Markdown: the command, the paired comparisons, the holdout rows with accepted turns, wall times."""
+    """Markdown: the command and the seeds looked at, the paired comparisons, a table per task (each
+    role's return, deal rate, surplus over BATNA, welfare ratio and accepted turns), wall times."""
     valid = {(t.get("role"), t.get("task")): t for t in evidence.get("valid_turns", [])}
-    lines = [f"`{evidence['command']}` (commit `{str(evidence['commit'])[:10]}`)", "",
+    lines = [f"`{evidence['command']}` (commit `{str(evidence['commit'])[:10]}`); {range_line(evidence)}", "",
              "| task | comparison | n | mean difference | 95% CI | wins / losses | verdict |",
              "|---|---|---|---|---|---|---|"]
     for c in evidence["comparisons"]:
         lines.append("| " + " | ".join((c["task"], c["comparison"], *difference_cells(c, sep=" / "), verdict(c))) + " |")
-    lines += ["", "| policy | task | n | mean return | 95% CI | accepted turns |", "|---|---|---|---|---|---|"]
-    for r in evidence["results"]:
-        t = valid.get((r.get("role"), r["task"]))
-        accepted = f"{t['valid_rate']:.3f} ({t['accepted']}/{t['turns']})" if t else "-"
-        lines.append(f"| {r.get('role', r['policy'])} | {r['task']} | {r['n']} | {r['mean']:+.4f} | "
-                     f"[{r['ci_low']:+.4f}, {r['ci_high']:+.4f}] | {accepted} |")
+    # derived from the rows (not read from "per_task"), so files from before the table render the same way
+    for task, roles in per_task(evidence["results"]).items():
+        lines += ["", f"**{task}**", "",
+                  "| policy | n | mean return | 95% CI | deal rate | surplus over BATNA | welfare ratio | accepted turns |",
+                  "|---|---|---|---|---|---|---|---|"]
+        for role, r in roles.items():
+            t = valid.get((role, task))
+            accepted = f"{t['valid_rate']:.3f} ({t['accepted']}/{t['turns']})" if t else "-"
+            lines.append(f"| {role} | {r['n']} | {r['mean_return']:+.4f} | [{r['ci_low']:+.4f}, {r['ci_high']:+.4f}] | "
+                         f"{_cell(r, 'deal_rate', '.3f')} | {_cell(r, 'surplus_over_batna', '+.2f')} | "
+                         f"{_cell(r, 'welfare_ratio', '.3f')} | {accepted} |")
     wall = evidence["wall_s"]
     lines += ["", "| stage | wall time |", "|---|---|"]
     lines += [f"| {stage} | {seconds:,.0f} s |" for stage, seconds in wall.items()]
@@ -72,4 +112,10 @@ def markdown_report(evidence: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-__all__ = ["EvidenceError", "comparison_rows", "difference_cells", "load_evidence", "markdown_report", "verdict"]
+def _cell(row: dict[str, Any], key: str, spec: str) -> str:
+    value = row.get(key)
+    return "-" if value is None else format(float(value), spec)
+
+
+__all__ = ["EvidenceError", "comparison_rows", "difference_cells", "load_evidence", "markdown_report", "per_task",
+           "range_line", "verdict"]

@@ -7,17 +7,26 @@ Stages (:data:`STAGES`) and what each leaves in the output directory:
 - ``sft``: ``sft/`` — the SFT checkpoint (the *start* the evidence compares against);
 - ``rl``: ``rl/`` — the trained checkpoint: expert iteration (:mod:`.rft`, the default) or GRPO (:mod:`.grpo`);
 - ``eval``: ``eval.json``, ``eval-replays.jsonl`` and ``evidence.json`` — the trained model, the SFT
-  start and the baselines on holdout worlds, seat ``lab_0``, greedy decoding, through the same
-  evaluation runner as ``gpu-arena eval`` (its rows are stored as an evaluation run), and the
-  paired differences by seed (:data:`COMPARISONS`).
+  start and the baselines on holdout worlds of every task trained on (and the preset's extra tasks),
+  seat ``lab_0``, greedy decoding, through the same evaluation runner as ``gpu-arena eval`` (its rows
+  are stored as an evaluation run), the paired differences by seed (:data:`COMPARISONS`) and, per
+  task and role, the return beside the deal rate and the surplus over BATNA.
+
+The evaluation plays the first ``eval_seeds`` seeds of one named holdout range
+(:mod:`gpu_arena.evaluation.ranges`): ``validation`` for the runs on the way, ``test`` for the
+documented evidence, ``check`` for a last look. ``pipeline.json`` records every range a run's output
+was evaluated on; the test and check ranges are looked at once per run (a second evaluation there
+is refused unless ``reopen``, and its evidence then says so).
 
 ``pipeline.json`` keeps each stage's status, wall time and store run id, so ``--from-stage rl``
 re-runs RL and evaluation on the SFT checkpoint already there instead of redoing SFT. A stage's
-output is replaced when it runs again.
+output is replaced when it runs again; the record of looks is kept, whatever stage a run restarts
+from: a retrained model in the same directory is the same run choosing again.
 """
 
 from __future__ import annotations
 
+import datetime
 import json
 import shlex
 import time
@@ -27,8 +36,11 @@ from pathlib import Path
 from typing import Any
 
 from ..core.types import TASKS
+from ..evaluation.ranges import DEFAULT_RANGE, RANGES, all_bounds, get_range
 from .accel import Accel
 from .common import logged_run
+from .curriculum import CURRICULA
+from .evidence import per_task
 from .presets import PresetError, check_starting_model, get_preset
 from .runlog import RunLog
 
@@ -51,7 +63,10 @@ class PipelineRun:
 
     output: str
     preset: str = "small"
-    task: str = "single_trade"
+    # the tasks trained on: SFT data and RL worlds from each, evaluated on each (and the preset's extra ones)
+    tasks: tuple[str, ...] = ("single_trade",)
+    # RFT: how the iterations' worlds walk the tasks (curriculum.py): mixed | ordered
+    curriculum: str = "mixed"
     from_stage: str = "data"
     to_stage: str = "eval"
     rl_method: str | None = None
@@ -67,6 +82,10 @@ class PipelineRun:
     constrained: bool | None = None
     eval_seeds: int | None = None
     eval_tasks: tuple[str, ...] | None = None
+    # which holdout seed range the evaluation plays (gpu_arena.evaluation.ranges); reopen: evaluate a
+    # test or check range this run's output was already evaluated on (recorded as a second look)
+    eval_range: str = DEFAULT_RANGE
+    reopen: bool = False
     baselines: tuple[str, ...] = ("no_negotiation", "rule_expert", "random_valid")
     # evaluation worker processes, and the RL stage's environment workers (the rollout engine's):
     # processes ("process") or Ray actors ("ray")
@@ -81,7 +100,7 @@ class PipelineRun:
         """The ``gpu-arena train pipeline`` command that repeats this run (options left at their
         defaults are not written)."""
         words = ["gpu-arena", "train", "pipeline", "--preset", self.preset, "--output", self.output]
-        flags = {"task": "--task", "rl_method": "--rl", "model": "--model", "sft_steps": "--max-steps",
+        flags = {"curriculum": "--curriculum", "eval_range": "--eval-range", "rl_method": "--rl", "model": "--model", "sft_steps": "--max-steps",
                  "rl_iterations": "--rl-steps", "rl_worlds": "--rl-worlds", "data_seeds": "--data-seeds", "eval_seeds": "--eval-seeds",
                  "workers": "--workers", "backend": "--backend", "seed": "--seed"}
         defaults = PipelineRun(output=self.output)
@@ -89,8 +108,12 @@ class PipelineRun:
             value = getattr(self, name)
             if value is not None and value != getattr(defaults, name):
                 words += [flag, str(value)]
+        if self.tasks != defaults.tasks:
+            words += ["--tasks", ",".join(self.tasks)]
         if self.eval_tasks is not None:
             words += ["--eval-tasks", ",".join(self.eval_tasks)]
+        if self.reopen:
+            words.append("--reopen")
         if self.constrained is not None:
             words.append("--constrained" if self.constrained else "--free")
         if self.lora is not None:
@@ -110,12 +133,26 @@ class PipelineRun:
                               "rl_iterations": pick(self.rl_iterations, d.rl_iterations),
                               "eval_seeds": pick(self.eval_seeds, d.eval_seeds),
                               "constrained": pick(self.constrained, d.constrained),
-                              "eval_tasks": tuple(pick(self.eval_tasks, (self.task, *d.extra_eval_tasks)))})
+                              "eval_tasks": tuple(dict.fromkeys(pick(self.eval_tasks,
+                                                                     (*self.tasks, *d.extra_eval_tasks))))})
 
     def validate(self) -> None:
-        for option, t in (("--task", self.task), *(("--eval-tasks", t) for t in self.eval_tasks or ())):
+        if not self.tasks:
+            raise PresetError(f"--tasks names no task; expected some of {', '.join(TASKS)}")
+        if len(set(self.tasks)) < len(self.tasks):
+            raise PresetError(f"--tasks names a task twice: {','.join(self.tasks)}")
+        for option, t in (*(("--tasks", t) for t in self.tasks), *(("--eval-tasks", t) for t in self.eval_tasks or ())):
             if t not in TASKS:
                 raise PresetError(f"{option}: unknown task {t!r}; expected one of {', '.join(TASKS)}")
+        if self.curriculum not in CURRICULA:
+            raise PresetError(f"unknown curriculum {self.curriculum!r}; expected one of {', '.join(CURRICULA)}")
+        if self.curriculum != "mixed" and self.rl_method != "rft":
+            raise PresetError("--curriculum orders RFT's iterations: it needs --rl rft")
+        if self.eval_range not in RANGES:
+            raise PresetError(f"unknown --eval-range {self.eval_range!r}; expected one of {', '.join(RANGES)}")
+        if self.eval_seeds is not None and self.eval_seeds > get_range(self.eval_range).size:
+            raise PresetError(f"--eval-seeds {self.eval_seeds}: the {self.eval_range} range holds "
+                              f"{get_range(self.eval_range).size:,} seeds (the ranges do not overlap)")
         for name in (self.from_stage, self.to_stage):
             if name not in STAGES:
                 raise PresetError(f"unknown stage {name!r}; expected one of {', '.join(STAGES)}")
@@ -206,6 +243,8 @@ def run_pipeline(run: PipelineRun, *, display: Callable[[str, int], Any] | None 
     # the pipeline is a training run of its own (kind "pipeline"): one metrics row per finished stage,
     # the evidence as its summary, so the dashboard and `gpu-arena runs` find it in the store
     _needs(run.from_stage, paths)  # before anything is recorded: a refused resume leaves no trace
+    if last == STAGES.index("eval"):
+        check_look(run, state)
     runlog = RunLog(kind="pipeline", config={"run": asdict(run), "command": state["command"]},
                     output_dir=paths.root / "log", preset=run.preset, model=run.model, db=run.db)
 
@@ -222,6 +261,8 @@ def run_pipeline(run: PipelineRun, *, display: Callable[[str, int], Any] | None 
                                           "wall_s": time.perf_counter() - t0}
                 _save_state(paths, state)
                 raise
+            if "look" in info:  # the range's numbers are out: the look is on the run's record from now on
+                state.setdefault("looks", []).append(info.pop("look"))
             state["stages"][stage] = {"status": "finished", "wall_s": time.perf_counter() - t0, **info}
             _save_state(paths, state)
             runlog.log(STAGES.index(stage) + 1, {"stage": stage, **{k: v for k, v in state["stages"][stage].items()
@@ -241,15 +282,27 @@ def _save_state(paths: Paths, state: dict[str, Any]) -> None:
     paths.state.write_text(json.dumps(state, indent=2, default=str))
 
 
+def check_look(run: PipelineRun, state: dict[str, Any]) -> None:
+    """Refuse a second evaluation of this run's output on a range looked at once per run (test,
+    check), unless ``run.reopen``: choosing again after seeing the test numbers is how a method fits
+    the test."""
+    r = get_range(run.eval_range)
+    earlier = [x for x in state.get("looks", []) if x.get("range") == r.name]
+    if r.once and earlier and not run.reopen:
+        raise PresetError(f"{run.output} was evaluated on the {r.name} range already (at {earlier[0].get('at')}); "
+                          f"it is looked at once per run: choose on --eval-range validation, or pass --reopen to "
+                          f"look again (the evidence then records the second look)")
+
+
 # ---------------------------------------------------------------------- stages
 
 def _stage_data(run: PipelineRun, paths: Paths, show: Callable[[str, int], Any]) -> dict[str, Any]:
     from .data import SFTDataSpec, build_sft_records, save_sft_data
 
     d = get_preset(run.preset).pipeline
-    spec = SFTDataSpec(policy=d.teacher, tasks=(run.task,), split="train", seeds=tuple(range(int(run.data_seeds or 1))),
+    spec = SFTDataSpec(policy=d.teacher, tasks=run.tasks, split="train", seeds=tuple(range(int(run.data_seeds or 1))),
                        mode=get_preset(run.preset).prompt_mode)
-    with show("data", len(spec.seeds)) as bar:
+    with show("data", len(spec.tasks) * len(spec.seeds)) as bar:
         done = [0]
 
         def tick(n: int) -> None:
@@ -281,7 +334,7 @@ def _stage_rl(run: PipelineRun, paths: Paths, show: Callable[[str, int], Any]) -
 
         with show("rl (grpo)", iterations) as bar:
             result = run_grpo(GRPORun(output_dir=str(paths.rl), model=str(paths.sft), preset=run.preset,
-                                      tasks=(run.task,), max_steps=iterations, seed=run.seed, db=run.db,
+                                      tasks=run.tasks, max_steps=iterations, seed=run.seed, db=run.db,
                                       overwrite=True, lora=run.lora, accel=run.accel, constrained=run.constrained,
                                       workers=run.workers, backend=run.backend), display=bar)
     else:
@@ -289,7 +342,8 @@ def _stage_rl(run: PipelineRun, paths: Paths, show: Callable[[str, int], Any]) -
 
         with show("rl (rft)", iterations) as bar:
             result = run_rft(RFTRun(output_dir=str(paths.rl), model=str(paths.sft), preset=run.preset,
-                                    tasks=(run.task,), iterations=iterations, worlds_per_iteration=run.rl_worlds,
+                                    tasks=run.tasks, curriculum=run.curriculum, iterations=iterations,
+                                    worlds_per_iteration=run.rl_worlds,
                                     constrained=run.constrained, seed=run.seed, db=run.db, overwrite=True,
                                     accel=run.accel, workers=run.workers, backend=run.backend),
                              progress=lambda m: bar.update(int(m["iteration"]), m))
@@ -309,8 +363,9 @@ def _stage_eval(run: PipelineRun, paths: Paths, show: Callable[[str, int], Any])
     roles = {"trained": llm_policy(paths.rl, constrained, mode), "sft": llm_policy(paths.sft, constrained, mode),
              **{b: b for b in run.baselines}}
     policies = list(dict.fromkeys(roles.values()))
-    tasks = list(run.eval_tasks or (run.task,))
-    seeds = list(range(int(run.eval_seeds or 1)))
+    tasks = list(run.eval_tasks or run.tasks)
+    holdout = get_range(run.eval_range)
+    seeds = holdout.seeds(int(run.eval_seeds or 1))
     con = connect(run.db)
     optima = load_optima(con)
     t0 = time.perf_counter()
@@ -335,8 +390,8 @@ def _stage_eval(run: PipelineRun, paths: Paths, show: Callable[[str, int], Any])
     duration = time.perf_counter() - t0
     rows = aggregate(results)
     save_optima(con, optima)
-    args = {"policies": policies, "tasks": tasks, "split": "holdout", "seeds": len(seeds), "seed_start": 0,
-            "workers": run.workers, "pipeline": str(paths.root)}
+    args = {"policies": policies, "tasks": tasks, "split": "holdout", "seeds": len(seeds), "seed_start": seeds[0],
+            "range": holdout.name, "workers": run.workers, "pipeline": str(paths.root)}
     eval_run = save_run(con, kind="eval", args=args, seeds=seeds, rows=rows, episodes=results, duration_s=duration)
     replays = paths.root / "eval-replays.jsonl"
     write_jsonl(replays, (r.replay for r in results if r.replay))
@@ -348,20 +403,30 @@ def _stage_eval(run: PipelineRun, paths: Paths, show: Callable[[str, int], Any])
     wall = {s: float(v["wall_s"]) for s, v in state.get("stages", {}).items() if "wall_s" in v}
     wall["eval"] = time.perf_counter() - t0
     by_policy = {p: role for role, p in roles.items()}
+    earlier = [x for x in state.get("looks", []) if x.get("range") == holdout.name]
+    look = {"range": holdout.name, "seeds": [seeds[0], seeds[-1]], "tasks": tasks, "eval_run": eval_run,
+            "at": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")}
+    results_rows = [{"role": by_policy.get(r["policy"], r["policy"]), **r} for r in rows]
     evidence = {
         "command": state.get("command") or run.command_line(),
-        "commit": git_commit(), "preset": run.preset, "task": run.task, "rl_method": run.rl_method,
-        "seeds": {"holdout": [seeds[0], seeds[-1]], "sft_data_train": [0, int(run.data_seeds or 1) - 1],
-                  "seed": run.seed},
+        "commit": git_commit(), "preset": run.preset, "task": run.tasks[0], "tasks": list(run.tasks),
+        "eval_tasks": tasks, "rl_method": run.rl_method, "curriculum": run.curriculum,
+        # which holdout seeds were looked at, out of which fixed ranges, and whether this range had been
+        # looked at before on this run (a reopened test range is not a first look)
+        "seeds": {"holdout": [seeds[0], seeds[-1]], "range": holdout.name, "ranges": all_bounds(),
+                  "reopened": bool(earlier), "earlier_looks": earlier,
+                  "sft_data_train": [0, int(run.data_seeds or 1) - 1], "seed": run.seed},
         "resumed": state.get("resumed", []), "wall_s": wall, "policies": roles, "eval_run_id": eval_run,
         "runs": {**{s: v.get("run_id") for s, v in state.get("stages", {}).items() if v.get("run_id") is not None},
                  "eval": eval_run},
         "comparisons": comparisons,
+        "per_task": per_task(results_rows),
         "valid_turns": [{"role": by_policy.get(t["policy"], t["policy"]), **t} for t in turns],
-        "results": [{"role": by_policy.get(r["policy"], r["policy"]), **r} for r in rows],
+        "results": results_rows,
     }
     paths.evidence.write_text(json.dumps(evidence, indent=2))
-    return {"run_id": eval_run, "episodes": len(results), "evidence": str(paths.evidence)}
+    return {"run_id": eval_run, "episodes": len(results), "evidence": str(paths.evidence), "range": holdout.name,
+            "look": look}
 
 
 def compare(results: Sequence[Any], roles: dict[str, str]) -> list[dict[str, Any]]:
@@ -424,5 +489,5 @@ _STAGE_FUNCS: dict[str, Callable[[PipelineRun, Paths, Callable[[str, int], Any]]
     "data": _stage_data, "sft": _stage_sft, "rl": _stage_rl, "eval": _stage_eval,
 }
 
-__all__ = ["COMPARISONS", "EVIDENCE_NAME", "RL_METHODS", "STAGES", "PipelineRun", "compare", "compare_pipelines",
-           "llm_policy", "pipeline_returns", "run_pipeline"]
+__all__ = ["COMPARISONS", "EVIDENCE_NAME", "RL_METHODS", "STAGES", "PipelineRun", "check_look", "compare",
+           "compare_pipelines", "llm_policy", "pipeline_returns", "run_pipeline"]

@@ -30,6 +30,7 @@ from ..core.types import SPLITS, TASKS
 from ..rollouts import BACKENDS as WORKER_BACKENDS
 from .accel import Accel
 from .common import check_output_dir, describe_model, logged_run, starting_model, use_cpu
+from .curriculum import CURRICULA, world_tasks
 from .lookahead import PREFER, ROLL_IN, correction_record, improve
 from .presets import PresetError, fill_defaults, get_preset, save_checkpoint
 from .progress import drop_printer
@@ -46,6 +47,9 @@ class RFTRun:
     model: str | None = None
     preset: str = "tiny"
     tasks: tuple[str, ...] = ("single_trade",)
+    # how the iterations' worlds walk the tasks (curriculum.py): "mixed" draws each world's task from all of
+    # them, "ordered" opens them in the order given
+    curriculum: str = "mixed"
     split: str = "train"
     seed_start: int = 1000
     iterations: int | None = None
@@ -104,6 +108,8 @@ class RFTRun:
                 raise PresetError(f"unknown task {t!r}; expected one of {', '.join(TASKS)}")
         if self.split not in SPLITS:
             raise PresetError(f"unknown split {self.split!r}; expected one of {', '.join(SPLITS)}")
+        if self.curriculum not in CURRICULA:
+            raise PresetError(f"unknown curriculum {self.curriculum!r}; expected one of {', '.join(CURRICULA)}")
         if self.model is None and get_preset(self.preset).model is not None:
             raise PresetError(f"RL with preset {self.preset} starts from a checkpoint: pass --model (the SFT output)")
         if (self.samples_per_world or 2) < 2:
@@ -287,8 +293,8 @@ def run_rft(run: RFTRun, progress: Callable[[dict[str, Any]], None] | None = Non
         aggregate: list[dict[str, Any]] = []
         for it in range(int(run.iterations or 1)):
             base = run.seed_start + it * n_worlds
-            worlds = [World(rng.choice(run.tasks) if len(run.tasks) > 1 else run.tasks[0], run.split, base + k)
-                      for k in range(n_worlds)]
+            worlds = [World(task, run.split, base + k) for k, task in
+                      enumerate(world_tasks(run.tasks, run.curriculum, it, int(run.iterations or 1), n_worlds, rng))]
             t0 = time.perf_counter()
             if worlds:
                 rollouts, stats, greedy = explore_worlds(run, sampler, worlds, run.seed * 7919 + it)
