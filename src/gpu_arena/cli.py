@@ -82,6 +82,8 @@ def evaluate(
     split: str = typer.Option("holdout", help="train | holdout"),
     seeds: int = typer.Option(100, min=1, max=MAX_SEEDS, help="seeds 0..N-1 (or with --seed-start)"),
     seed_start: int = typer.Option(0, min=0, max=MAX_SEED, help="first seed"),
+    seed_range: str | None = typer.Option(None, "--range", help="holdout seeds of a named range, fixed in advance: "
+                                          "validation (from 0) | test (from 10,000) | check (from 20,000)"),
     workers: int = typer.Option(2, min=1, help="worker processes (with --backend ray and no --ray-address: "
                                                "the local Ray instance's CPUs)"),
     backend: str = typer.Option("process", help="process (a local process pool) | ray (Ray tasks: a local "
@@ -122,6 +124,8 @@ def evaluate(
         raise typer.BadParameter(f"--seed-start + --seeds must stay within {MAX_SEED} (64-bit seeds)")
     if split not in ("train", "holdout"):
         raise typer.BadParameter("split must be train or holdout")
+    if seed_range is not None:
+        seed_start = _range_start(seed_range, split, seed_start, seeds)
     seed_list = list(range(seed_start, seed_start + seeds))
     total = len(pol) * len(tsk) * len(seed_list)
     opp = _seat_spec(opponents)
@@ -154,6 +158,8 @@ def evaluate(
     paired = paired_differences(((r.policy, r.task, r.split, r.seed, r.episode_return) for r in results), ref)
     args = {"policies": pol, "tasks": tsk, "split": split, "seeds": seeds, "seed_start": seed_start,
             "workers": workers, "reference": ref}
+    if seed_range is not None:
+        args["range"] = seed_range
     if backend != "process":
         args["backend"] = backend
         if ray_address:
@@ -181,6 +187,24 @@ def evaluate(
     if usage:
         print_usage(usage, wide)
     console.print(f"{total} episodes in {duration:.1f} s; run {run_id} stored; results in {out}")
+
+
+def _range_start(name: str, split: str, seed_start: int, seeds: int) -> int:
+    """The first seed of holdout range ``name`` (gpu_arena.evaluation.ranges), after checking the
+    other seed options agree with it (a --seed-start other than the range's would leave the range)."""
+    from .evaluation.ranges import get_range
+
+    try:
+        r = get_range(name)
+    except ValueError as e:
+        raise typer.BadParameter(str(e)) from None
+    if split != "holdout":
+        raise typer.BadParameter(f"--range {name} names holdout seeds: use --split holdout")
+    if seed_start not in (0, r.start):
+        raise typer.BadParameter(f"--range {name} starts at seed {r.start:,}; leave --seed-start out")
+    if seeds > r.size:
+        raise typer.BadParameter(f"--range {name} holds {r.size:,} seeds; asked for {seeds:,}")
+    return r.start
 
 
 def eval_command_line(args: dict[str, object]) -> str:
