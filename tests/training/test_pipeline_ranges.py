@@ -18,7 +18,7 @@ from gpu_arena.cli import app
 from gpu_arena.evaluation.ranges import RANGE_SIZE, RANGES, all_bounds, get_range
 from gpu_arena.training.curriculum import open_tasks, world_tasks
 from gpu_arena.training.evidence import markdown_report, per_task
-from gpu_arena.training.pipeline import PipelineRun, run_pipeline
+from gpu_arena.training.pipeline import PipelineRun, compare_pipelines, run_pipeline
 from gpu_arena.training.presets import PresetError
 
 THREE = ("single_trade", "market_round", "coalition_market")
@@ -190,3 +190,12 @@ def test_tiny_pipeline_across_tasks_reports_on_the_test_range_once(tmp_path: Pat
     assert [x["range"] for x in looks] == ["test", "validation", "test"]
     res = CliRunner().invoke(app, ["train", "evidence", str(out), "--markdown"])
     assert res.exit_code == 0 and "a second look at this range on this run (reopened)" in res.output
+    # two runs evaluated on different ranges share no holdout world: compared, they are refused, not empty
+    import shutil
+
+    other = tmp_path / "other"
+    shutil.copytree(out, other)
+    run_pipeline(PipelineRun(**{**again.__dict__, "output": str(other), "eval_range": "validation"}))
+    with pytest.raises(PresetError, match="share no holdout world"):
+        compare_pipelines(out, other)
+    assert compare_pipelines(other, other)[0]["n"] == 3

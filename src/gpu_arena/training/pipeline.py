@@ -480,9 +480,13 @@ def compare_pipelines(first: str | Path, second: str | Path, role: str = "traine
     _, a = pipeline_returns(first, role)
     _, b = pipeline_returns(second, role)
     rows = [("first", *x) for x in a] + [("second", *x) for x in b]
-    return [{"task": r["task"], "split": r["split"], "n": r["n"], "mean_diff": r["mean_diff"], "ci_low": r["ci_low"],
-             "ci_high": r["ci_high"], "wins": r["wins"], "losses": r["losses"]}
-            for r in paired_differences(rows, "first") if r["versus"] == "second"]
+    out = [{"task": r["task"], "split": r["split"], "n": r["n"], "mean_diff": r["mean_diff"], "ci_low": r["ci_low"],
+            "ci_high": r["ci_high"], "wins": r["wins"], "losses": r["losses"]}
+           for r in paired_differences(rows, "first") if r["versus"] == "second"]
+    if not out:  # e.g. one evaluated on the validation range, the other on the test range
+        raise PresetError(f"{first} and {second} share no holdout world (task and seed): evaluate both on the same "
+                          f"tasks and --eval-range")
+    return out
 
 
 _STAGE_FUNCS: dict[str, Callable[[PipelineRun, Paths, Callable[[str, int], Any]], dict[str, Any]]] = {
