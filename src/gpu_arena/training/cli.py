@@ -432,8 +432,10 @@ def train_pipeline(
                                                                         "teacher replay alone, the control)"),
     constrained: bool | None = typer.Option(None, "--constrained/--free", help="decode under the seat's action "
                                             "grammar in RL rollouts and the evaluation (default: the preset's)"),
-    data_seeds: int | None = typer.Option(None, min=1, max=MAX_SEEDS, help="teacher episodes (train seeds 0..N-1)"),
-    eval_seeds: int | None = typer.Option(None, min=1, max=MAX_SEEDS, help="holdout seeds 0..N-1"),
+    data_seeds: int | None = typer.Option(None, min=1, max=MAX_SEEDS, help="teacher episodes per task (train "
+                                                                          "seeds 0..N-1)"),
+    eval_seeds: int | None = typer.Option(None, min=1, max=MAX_SEEDS, help="holdout seeds per task: the first N of "
+                                                                          "--eval-range"),
     eval_tasks: str | None = typer.Option(None, help="comma-separated holdout tasks (default: the tasks and the "
                                                      "preset's extra ones)"),
     eval_range: str = typer.Option("validation", help="holdout seeds evaluated: validation (0-9,999: choose on it) | "

@@ -128,12 +128,12 @@ class PipelineDefaults:
     """``gpu-arena train pipeline``: how much of each stage (:mod:`gpu_arena.training.pipeline`)."""
 
     teacher: str = "rule_expert"
-    data_seeds: int = 800  # teacher episodes on train seeds 0..N-1
+    data_seeds: int = 800  # teacher episodes on train seeds 0..N-1, of every task trained on
     sft_steps: int = 200  # optimiser steps of the preset's batch size
     rl_method: str = "rft"  # rft (expert iteration) | grpo
     rl_iterations: int = 10  # RFT iterations or GRPO steps
-    eval_seeds: int = 200  # holdout seeds 0..N-1
-    extra_eval_tasks: tuple[str, ...] = ("market_round",)  # reported beside the training task
+    eval_seeds: int = 200  # holdout seeds per task: the first N of the evaluated range (gpu_arena.evaluation.ranges)
+    extra_eval_tasks: tuple[str, ...] = ("market_round",)  # reported beside the tasks trained on
     # replies decoded under the seat's action grammar in RL rollouts and in the evaluation (llm.constrain)
     constrained: bool = False
 
