@@ -28,15 +28,9 @@ $(SMOLLM2_STAMP): $(STAMP)
 CHROMIUM := $(shell command -v chromium || command -v chromium-browser)
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-# the core's kernels compiled with mypyc into $(VENV)/gpu-arena-native, rebuilt when a kernel's
-# source changes (gpu_arena.core.native runs a kernel compiled only while its build matches the
-# source); without a C compiler the source runs, with the same results, and the next make tries again
-NATIVE := $(VENV)/gpu-arena-native/manifest.json
-$(NATIVE): $(STAMP) src/gpu_arena/core/kernels.py src/gpu_arena/core/native.py src/gpu_arena/native_build.py
-	@$(PY) -m gpu_arena.native_build --quiet --out $(dir $(NATIVE)) || echo "(the core's kernels run from source)"
-
-# the Rust engine (native/, decision 0026) built with cargo into the same folder, offline: its crates
-# come from Debian's packages; without cargo or them the Python core runs, with the same results.
+# the Rust engine (native/, decision 0026), the one accelerator (decision 0029), built with cargo into
+# $(VENV)/gpu-arena-native, offline: its crates come from Debian's packages; without cargo or them the
+# Python core runs, with the same results.
 # It is rebuilt when any of the crate's sources changes: every .rs file under native/src (rules/ and
 # policies/ included), the Cargo manifests and the cargo config.
 RUST := $(VENV)/gpu-arena-native/rust.json
@@ -56,7 +50,7 @@ native-sync: $(STAMP)
 	$(DEBIAN_CRATES)
 	$(PY) -m gpu_arena.rust_build --sync --quiet
 
-install: $(STAMP) $(SMOLLM2_STAMP) $(NATIVE) $(RUST)
+install: $(STAMP) $(SMOLLM2_STAMP) $(RUST)
 
 chromium:
 ifeq ($(CHROMIUM),)

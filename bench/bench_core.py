@@ -261,7 +261,7 @@ def main() -> None:
     print(json.dumps({
         "benchmark": "core", "calib_ops_per_s_mean": sum(units) / len(units),
         "python": sys.version.split()[0], "machine": platform.machine(), "seconds_per_measure": args.seconds,
-        # which kernels ran compiled (make install builds them; GPU_ARENA_NATIVE=0 runs the source)
+        # whether the Rust engine loaded (make install builds it; GPU_ARENA_NATIVE=0 leaves it unloaded)
         "native": native.status(), "engine": GpuArenaEnv().engine, "tasks": tasks,
     }, indent=2))
 

@@ -30,9 +30,9 @@ from pathlib import Path
 from typing import Any
 
 from .core.native import RUST_MANIFEST, crate_digest, crate_dir, interpreter_tag, native_dir
-from .native_build import place
 
 CRATE_LIB = "libgpu_arena_rs.so"
+_MYPYC_MANIFEST = "manifest.json"  # the removed kernels build's (decision 0029): cleared by build()
 
 
 def crate_sources(crate: Path) -> dict[str, str]:
@@ -72,9 +72,11 @@ def stale_sources(out: Path, crate: Path) -> list[str] | None:
 def build(out: Path, *, quiet: bool = False) -> dict[str, Any]:
     """Compile the crate and place its module in ``out``; returns the manifest written there.
 
-    As with the kernels (:func:`gpu_arena.native_build.build`), each build is a new file named by
-    its digest and the manifest is replaced last, so a process that has the previous build mapped
-    keeps it."""
+    A running process may have the previous build mapped (a server, a training run): a shared
+    library overwritten in place under it crashes it. So each build is a new file named by its
+    digest, moved into place whole (:func:`place`), the manifest is replaced last, and older builds
+    are unlinked, which leaves them to the processes that have them open. Files left by the mypyc
+    build of the core's kernels (decision 0024, removed by decision 0029) are unlinked too."""
     crate = crate_dir()
     if crate is None:
         raise RuntimeError("no crate here (native/ of a source checkout)")
@@ -96,7 +98,17 @@ def build(out: Path, *, quiet: bool = False) -> dict[str, Any]:
     for stale in out.glob(f"gpu_arena_rs-*{suffix}"):
         if stale.name != name:
             stale.unlink()
+    for stale in [*out.glob(f"gpu_arena.core.kernels*{suffix}"), out / _MYPYC_MANIFEST]:
+        stale.unlink(missing_ok=True)
     return manifest
+
+
+def place(data: bytes, path: Path) -> str:
+    """Write ``data`` to ``path`` as a new file moved into place whole; returns its name."""
+    partial = path.with_name(f".{path.name}.{os.getpid()}.partial")
+    partial.write_bytes(data)
+    os.replace(partial, path)
+    return path.name
 
 
 def twin_problems(crate: Path | None = None, out: Path | None = None, package: Path | None = None) -> list[str]:

@@ -4,10 +4,8 @@ Every ``kernels_<name>`` of the Rust module must return what the Python kernel r
 structure (tuples, lists, dicts in the same order, ``None``), the same int and float types, and the
 same floats to the last bit (compared by :meth:`float.hex`, so -0.0 differs from 0.0). The inputs
 are the kernels' arguments recorded from whole episodes of the three tasks, then generated ones
-within the ranges the worlds draw, then edges. The reference is ``kernels.py`` run as source:
-``gpu_arena.core.kernels`` may be its mypyc build, equal to it in every range the worlds draw
-(``tests/core/test_native.py``) but not past them (mypyc compares a float with an int past 2**53
-as floats, the source exactly).
+within the ranges the worlds draw, then edges. The reference is ``kernels.py`` loaded a second
+time under another name, which the recorder's patches of ``gpu_arena.core.kernels`` never reach.
 """
 
 from __future__ import annotations
@@ -33,7 +31,7 @@ INF = float("inf")
 
 
 def _source_kernels() -> ModuleType:
-    """kernels.py run as source, under another name (a compiled build may own the real one)."""
+    """kernels.py loaded again under another name (the recorder patches the real module)."""
     path = Path(allocation.__file__).with_name("kernels.py")
     spec = importlib.util.spec_from_file_location("kernels_as_source", path)
     assert spec is not None and spec.loader is not None

@@ -192,7 +192,7 @@ def test_allocation_odd_inputs(rs: Any, blocks: list[Any], jobs: list[Any], budg
     fr = allocation.Frontier(blocks_t, jobs_t)
     want = allocation.extra_prices(fr, extras, budget)
     assert canon(rs.allocation_with_extras(blocks_t, jobs_t, extras, budget)) == canon(want)
-    # the array pass Python takes where its kernels are not compiled gives the same prices
+    # the array pass Python takes for large batches gives the same prices
     fr = allocation.Frontier(blocks_t, jobs_t)
     if jobs_t:
         arrays = allocation._price_extras(fr, list(extras), budget)

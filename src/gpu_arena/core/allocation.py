@@ -15,8 +15,8 @@ from functools import lru_cache
 
 import numpy as np
 
-# the DP and the what-if scans: compiled where make install built them (gpu_arena.core.native)
-from . import kernels, native
+# the DP and the what-if scans (their Rust twin: native/src/kernels.rs)
+from . import kernels
 from .kernels import BlockKey, JobKey, job_value
 
 INF = kernels.INF
@@ -222,11 +222,9 @@ def _scan_extra(fr: Frontier, extra: BlockKey, budget: float) -> tuple[float, in
 
 # below this many (state, extra block, job) triples a batch is priced by the scalar scan; building
 # a frontier's arrays costs about as much as scanning 4,000 candidates, so a frontier without them
-# yet must have a larger batch to pay for them (decision 0021, step 15). The compiled scan beats
-# the array pass at every batch measured (decision 0024): with it, every batch is scanned.
+# yet must have a larger batch to pay for them (decision 0021, step 15)
 _BATCH_MIN = 256
 _BATCH_MIN_NEW_ARRAYS = 4096
-_SCAN_COMPILED = native.status().get(kernels.__name__) == "compiled"
 
 
 def with_extras(blocks: tuple[BlockKey, ...], jobs: tuple[JobKey, ...], extras: Sequence[BlockKey],
@@ -255,8 +253,8 @@ def extra_prices(fr: Frontier, extras: Sequence[BlockKey], budget: float) -> lis
             fr.extras[key] = hit
     missing = unsure
     if missing:
-        if _SCAN_COMPILED or (len(missing) * len(fr.states) * max(1, len(jobs))
-                              < (_BATCH_MIN if fr.has_arrays else _BATCH_MIN_NEW_ARRAYS)):
+        if (len(missing) * len(fr.states) * max(1, len(jobs))
+                < (_BATCH_MIN if fr.has_arrays else _BATCH_MIN_NEW_ARRAYS)):
             for key in missing:
                 fr.extras[key] = _scan_extra(fr, key[0], key[1])
         else:

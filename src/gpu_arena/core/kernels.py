@@ -1,16 +1,13 @@
-"""The allocation DP's inner loops, typed for compilation: the one source of each, compiled or not.
+"""The allocation DP's inner loops: the Python core's, and the specification of their Rust twin.
 
-:mod:`gpu_arena.core.allocation` calls these. The core's ``__init__`` loads this module first,
-through :func:`gpu_arena.core.native.load`: where ``make install`` built it with mypyc (``python
--m gpu_arena.native_build``) and the build matches this file byte for byte, every import of it gets
-the compiled module; anywhere else (an edited source, no C compiler, ``GPU_ARENA_NATIVE=0``) this
-file runs as it is (decision 0024). Both give the same floats: the loops do
-the same IEEE operations in the same order, and the tests compare them bit for bit.
+:mod:`gpu_arena.core.allocation` calls these: the DP over blocks, the frontier's build, the best
+plan's scan and parent walk, the frontier's groups and the two what-if prices. The Rust engine
+(``native/src/kernels.rs``, decision 0026) mirrors them function by function, with the same IEEE
+operations in the same order, and ``tests/native`` compares the two bit for bit. (A mypyc build of
+this module, decision 0024, was removed by decision 0029: the Rust engine is the one accelerator.)
 
 The functions take and return plain tuples, lists, dicts, ints and floats only (no classes of
-the project), so mypyc compiles them alone, in seconds, with no other module of the project
-compiled beside them. Every local is typed where it is first bound: mypyc keeps typed ints and
-floats unboxed, which is where its speed comes from.
+the project), and every local is typed where it is first bound.
 """
 
 from __future__ import annotations

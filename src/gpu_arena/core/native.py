@@ -1,20 +1,20 @@
-"""Compiled builds of the core's kernels, used only where they match their source exactly.
+"""The Rust engine's build (``native/``, decision 0026), loaded only where it is the crate as it is.
 
-``make install`` compiles :data:`COMPILED` with mypyc into ``<venv>/gpu-arena-native`` (see
-:mod:`gpu_arena.native_build`), beside a manifest holding each module's source digest. The
-builds live outside the source tree on purpose: a compiled module next to its ``.py`` would shadow
-it, so an edit would run stale code until the next build. Here :func:`load` compares the source
-on disk with the digest the build was made from and falls back to the source on any mismatch, so
-an edited kernel runs as written (slower) until ``make install`` builds it again.
+``make install`` compiles the crate into ``<venv>/gpu-arena-native`` (see
+:mod:`gpu_arena.rust_build`), beside a manifest (``rust.json``) holding the digest of the crate's
+sources it was built from. The build lives outside the source tree on purpose, and :func:`rust`
+loads it only while that digest matches the crate on disk and it was built for this interpreter;
+anywhere else the Python core plays, with the same results (decision 0029: the Rust engine is the
+one accelerator; the Python core is the specification and the fallback).
 
-``GPU_ARENA_NATIVE=0`` turns the builds off (the source runs everywhere); ``GPU_ARENA_NATIVE_DIR``
-moves them. :func:`status` says which kernels run compiled, for benchmarks to record.
+``GPU_ARENA_NATIVE=0`` leaves the build unloaded, as on a machine without cargo (to choose the
+engine an environment plays on, use ``GPU_ARENA_ENGINE``); ``GPU_ARENA_NATIVE_DIR`` moves the
+build. :func:`status` says whether it loaded, for benchmarks to record.
 """
 
 from __future__ import annotations
 
 import hashlib
-import importlib
 import importlib.machinery
 import importlib.util
 import json
@@ -25,23 +25,16 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-# the modules the build compiles: small, typed, and free of the project's classes (see kernels.py)
-COMPILED: tuple[str, ...] = ("gpu_arena.core.kernels",)
-MANIFEST = "manifest.json"
 RUST_MANIFEST = "rust.json"  # the Rust engine's build (gpu_arena.rust_build, decision 0026)
-# why each module runs as it does, by name: "compiled", or the reason it runs from source
+RUST_MODULE = "gpu_arena_rs"
+# whether the Rust engine loaded: "loaded", or why not
 _STATUS: dict[str, str] = {}
 
 
 def native_dir() -> Path:
-    """Where the builds live: ``$GPU_ARENA_NATIVE_DIR``, else ``gpu-arena-native`` in the
+    """Where the build lives: ``$GPU_ARENA_NATIVE_DIR``, else ``gpu-arena-native`` in the
     environment's prefix (the virtualenv ``make install`` fills)."""
     return Path(os.environ.get("GPU_ARENA_NATIVE_DIR") or Path(sys.prefix) / "gpu-arena-native")
-
-
-def source_digest(path: Path) -> str:
-    """The SHA-256 of a module's source bytes, as the manifest records it."""
-    return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
 def interpreter_tag() -> str:
@@ -51,28 +44,8 @@ def interpreter_tag() -> str:
     return suffix.strip(".").removesuffix(".so").removesuffix(".pyd")
 
 
-def _compiled(name: str, source: Path) -> ModuleType | str:
-    """The compiled module ``name``, loaded under its own name, or why not (a build that fails to
-    load raises: :func:`load` reports it and runs the source)."""
-    where = native_dir()
-    manifest = _manifest(where / MANIFEST)
-    if isinstance(manifest, str):
-        return manifest
-    entry = manifest.get("modules", {}).get(name)
-    if not isinstance(entry, dict):
-        return "not built (make install builds it)"
-    if entry.get("sha256") != source_digest(source):
-        return "its source changed since the build (make install builds it again)"
-    # a mypyc build of a module inside a package is a shim plus a library it imports by name:
-    # load the library first under that name, so the shim finds it without a path to search
-    for lib_name, filename in entry.get("libraries", {}).items():
-        if lib_name not in sys.modules:
-            _load_extension(lib_name, where / filename)
-    return _load_extension(name, where / entry["file"])
-
-
 def _manifest(path: Path) -> dict[str, Any] | str:
-    """A build's manifest where builds are on and it was made for this interpreter, else why not."""
+    """A build's manifest where the build is on and was made for this interpreter, else why not."""
     if os.environ.get("GPU_ARENA_NATIVE", "1") == "0":
         return "GPU_ARENA_NATIVE=0"
     try:
@@ -99,35 +72,9 @@ def _load_extension(name: str, path: Path) -> ModuleType:
     return module
 
 
-def load(name: str) -> ModuleType:
-    """Module ``name`` (one of :data:`COMPILED`): its compiled build where one matches the source
-    on disk, else the source itself. Either way it is ``sys.modules[name]``, imported once."""
-    if name in sys.modules:
-        return sys.modules[name]
-    spec = importlib.util.find_spec(name)
-    if spec is None or spec.origin is None:
-        raise ImportError(f"no module named {name!r}")
-    try:
-        module = _compiled(name, Path(spec.origin))
-    except Exception as exc:  # a corrupt extension, a manifest of the wrong shape, an unreadable source
-        module = f"the build did not load ({type(exc).__name__}: {exc})"
-    if isinstance(module, ModuleType):
-        _STATUS[name] = "compiled"
-        parent, _, child = name.rpartition(".")
-        setattr(sys.modules[parent], child, module)  # as the import system does for a submodule
-        return module
-    _STATUS[name] = f"source: {module}"
-    return importlib.import_module(name)
-
-
-def load_compiled() -> None:
-    """:func:`load` every module of :data:`COMPILED` (the core's ``__init__`` does, first)."""
-    for name in COMPILED:
-        load(name)
-
-
 def status() -> dict[str, str]:
-    """Each compiled-capable module loaded so far: "compiled", or "source: <why>"."""
+    """Whether the Rust engine loaded (once :func:`rust` was asked): ``{"gpu_arena_rs": "loaded"}``
+    or the reason it did not."""
     return dict(_STATUS)
 
 
@@ -155,14 +102,14 @@ _RUST: list[ModuleType | str] = []
 def rust() -> ModuleType | str:
     """The Rust engine's module where ``make install`` built it from the crate as it is now, else
     why not (it is then not used: the Python core runs). Loaded once per process;
-    ``GPU_ARENA_NATIVE=0`` turns it off with the kernels."""
+    ``GPU_ARENA_NATIVE=0`` leaves it unloaded."""
     if not _RUST:
         try:
             _RUST.append(_rust())
         except Exception as exc:  # a corrupt extension, a manifest of the wrong shape
             _RUST.append(f"the build did not load ({type(exc).__name__}: {exc})")
         module = _RUST[0]
-        _STATUS["gpu_arena_rs"] = "compiled" if isinstance(module, ModuleType) else f"source: {module}"
+        _STATUS[RUST_MODULE] = "loaded" if isinstance(module, ModuleType) else f"not loaded: {module}"
     return _RUST[0]
 
 
@@ -174,4 +121,4 @@ def _rust() -> ModuleType | str:
     crate = crate_dir()
     if crate is not None and manifest.get("sha256") != crate_digest(crate):
         return "its crate changed since the build (make install builds it again)"
-    return _load_extension("gpu_arena_rs", where / str(manifest["file"]))
+    return _load_extension(RUST_MODULE, where / str(manifest["file"]))
