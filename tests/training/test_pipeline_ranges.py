@@ -18,7 +18,8 @@ from gpu_arena.cli import app
 from gpu_arena.evaluation.ranges import RANGE_SIZE, RANGES, all_bounds, get_range
 from gpu_arena.training.curriculum import open_tasks, world_tasks
 from gpu_arena.training.evidence import markdown_report, per_task
-from gpu_arena.training.pipeline import PipelineRun, compare_pipelines, run_pipeline
+from gpu_arena.training.pipeline import PipelineRun, run_pipeline
+from gpu_arena.training.pipeline_compare import compare_pipelines
 from gpu_arena.training.presets import PresetError
 
 THREE = ("single_trade", "market_round", "coalition_market")
@@ -183,6 +184,9 @@ def test_tiny_pipeline_across_tasks_reports_on_the_test_range_once(tmp_path: Pat
     # the validation range may be looked at at will; a reopened test range says so in its evidence
     run_pipeline(PipelineRun(**{**again.__dict__, "eval_range": "validation"}))
     assert json.loads((out / "evidence.json").read_text())["seeds"]["holdout"] == [0, 2]
+    # the latest look is evidence.json; each range's own file keeps its evidence after a look at another
+    assert json.loads((out / "evidence-test.json").read_text())["seeds"]["holdout"] == [10_000, 10_002]
+    assert json.loads((out / "evidence-validation.json").read_text())["seeds"]["range"] == "validation"
     run_pipeline(PipelineRun(**{**again.__dict__, "reopen": True}))
     evidence = json.loads((out / "evidence.json").read_text())
     assert evidence["seeds"]["reopened"] is True and len(evidence["seeds"]["earlier_looks"]) == 1

@@ -540,7 +540,7 @@ def train_compare(
     against its supervised control (`train pipeline --from-stage rl --rl-worlds 0` on a copy of its
     data and sft), or two seeds, presets or methods."""
     from .evidence import difference_cells, verdict
-    from .pipeline import compare_pipelines
+    from .pipeline_compare import compare_pipelines
 
     try:
         rows = compare_pipelines(first, second, role)

@@ -16,7 +16,8 @@ The evaluation plays the first ``eval_seeds`` seeds of one named holdout range
 (:mod:`gpu_arena.evaluation.ranges`): ``validation`` for the runs on the way, ``test`` for the
 documented evidence, ``check`` for a last look. ``pipeline.json`` records every range a run's output
 was evaluated on; the test and check ranges are looked at once per run (a second evaluation there
-is refused unless ``reopen``, and its evidence then says so).
+is refused unless ``reopen``, and its evidence then says so). ``evidence-RANGE.json`` keeps each
+range's latest evidence when ``evidence.json`` moves on to another.
 
 ``pipeline.json`` keeps each stage's status, wall time and store run id, so ``--from-stage rl``
 re-runs RL and evaluation on the SFT checkpoint already there instead of redoing SFT. A stage's
@@ -202,7 +203,8 @@ def llm_policy(checkpoint: Path, constrained: bool = False, mode: str = "tools")
     return f"llm:hf:{checkpoint}?mode={mode}&max_tokens=64" + ("&constrained=1" if constrained else "")
 
 
-def _load_state(paths: Paths) -> dict[str, Any]:
+def load_state(paths: Paths) -> dict[str, Any]:
+    """A pipeline's ``pipeline.json`` (no stages yet if it is missing or unreadable)."""
     if paths.state.exists():
         try:
             return dict(json.loads(paths.state.read_text()))
@@ -231,7 +233,7 @@ def run_pipeline(run: PipelineRun, *, display: Callable[[str, int], Any] | None 
     run.validate()
     paths = Paths(Path(run.output))
     paths.root.mkdir(parents=True, exist_ok=True)
-    state = _load_state(paths)
+    state = load_state(paths)
     state["config"] = asdict(run)
     # the evidence names the command that ran the first stage; resumptions are listed after it
     if run.from_stage == STAGES[0] or "command" not in state:
@@ -399,7 +401,7 @@ def _stage_eval(run: PipelineRun, paths: Paths, show: Callable[[str, int], Any])
     (paths.root / "eval.json").write_text(json.dumps({"results": rows, "turns": turns, "args": args,
                                                        "duration_s": duration}, indent=2))
     comparisons = compare(results, roles)
-    state = _load_state(paths)
+    state = load_state(paths)
     wall = {s: float(v["wall_s"]) for s, v in state.get("stages", {}).items() if "wall_s" in v}
     wall["eval"] = time.perf_counter() - t0
     by_policy = {p: role for role, p in roles.items()}
@@ -424,7 +426,8 @@ def _stage_eval(run: PipelineRun, paths: Paths, show: Callable[[str, int], Any])
         "valid_turns": [{"role": by_policy.get(t["policy"], t["policy"]), **t} for t in turns],
         "results": results_rows,
     }
-    paths.evidence.write_text(json.dumps(evidence, indent=2))
+    for target in (paths.evidence, paths.root / f"evidence-{holdout.name}.json"):  # a later look keeps this one's
+        target.write_text(json.dumps(evidence, indent=2))
     return {"run_id": eval_run, "episodes": len(results), "evidence": str(paths.evidence), "range": holdout.name,
             "look": look}
 
@@ -447,51 +450,9 @@ def compare(results: Sequence[Any], roles: dict[str, str]) -> list[dict[str, Any
     return out
 
 
-def pipeline_returns(root: str | Path, role: str = "trained") -> tuple[str, list[tuple[str, str, int, float]]]:
-    """One role's holdout episodes of a finished pipeline (``trained``, ``sft`` or a baseline): its
-    policy name and ``(task, split, seed, return)`` per episode, read from the evaluation run the
-    evidence names, in the store the pipeline wrote to."""
-    from ..evaluation.store import connect
-
-    paths = Paths(Path(root))
-    if not paths.evidence.exists():
-        raise PresetError(f"{paths.evidence} not found: run the pipeline's eval stage first")
-    evidence = json.loads(paths.evidence.read_text())
-    policy = (evidence.get("policies") or {}).get(role)
-    if policy is None:
-        raise PresetError(f"no role {role!r} in {paths.evidence}; roles: {', '.join(evidence.get('policies') or {})}")
-    con = connect(_load_state(paths).get("config", {}).get("db"))
-    try:
-        rows = con.execute("SELECT task, split, seed, episode_return FROM episodes WHERE run_id = ? AND policy = ?",
-                           (int(evidence["eval_run_id"]), policy)).fetchall()
-    finally:
-        con.close()
-    if not rows:
-        raise PresetError(f"evaluation run {evidence['eval_run_id']} has no episodes of {policy} in the store")
-    return policy, [(str(t), str(sp), int(sd), float(r)) for t, sp, sd, r in rows]
-
-
-def compare_pipelines(first: str | Path, second: str | Path, role: str = "trained") -> list[dict[str, Any]]:
-    """``role`` of pipeline ``first`` minus the same role of pipeline ``second``, paired by holdout
-    world (task, split, seed) with a 95% bootstrap CI: e.g. an RL run against its control
-    (``--rl-worlds 0``) on the same SFT start."""
-    from ..evaluation import paired_differences
-
-    _, a = pipeline_returns(first, role)
-    _, b = pipeline_returns(second, role)
-    rows = [("first", *x) for x in a] + [("second", *x) for x in b]
-    out = [{"task": r["task"], "split": r["split"], "n": r["n"], "mean_diff": r["mean_diff"], "ci_low": r["ci_low"],
-            "ci_high": r["ci_high"], "wins": r["wins"], "losses": r["losses"]}
-           for r in paired_differences(rows, "first") if r["versus"] == "second"]
-    if not out:  # e.g. one evaluated on the validation range, the other on the test range
-        raise PresetError(f"{first} and {second} share no holdout world (task and seed): evaluate both on the same "
-                          f"tasks and --eval-range")
-    return out
-
-
 _STAGE_FUNCS: dict[str, Callable[[PipelineRun, Paths, Callable[[str, int], Any]], dict[str, Any]]] = {
     "data": _stage_data, "sft": _stage_sft, "rl": _stage_rl, "eval": _stage_eval,
 }
 
-__all__ = ["COMPARISONS", "EVIDENCE_NAME", "RL_METHODS", "STAGES", "PipelineRun", "check_look", "compare",
-           "compare_pipelines", "llm_policy", "pipeline_returns", "run_pipeline"]
+__all__ = ["COMPARISONS", "EVIDENCE_NAME", "RL_METHODS", "STAGES", "Paths", "PipelineRun", "check_look", "compare",
+           "llm_policy", "load_state", "run_pipeline"]
