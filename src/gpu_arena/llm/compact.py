@@ -30,7 +30,7 @@ from functools import cache
 from typing import Any
 
 from ..core.types import ACTION_TYPES
-from .prompts import RenderMemory, _energy, _fresh, _pct
+from .prompts import RenderMemory, _energy, _fresh, _pct, offer_sides
 from .tools import ACTION_FIELDS
 
 _RULES = """\
@@ -143,10 +143,7 @@ def _terms(blocks: list[str], money: float) -> str:
 def _offers(obs: Any) -> list[str]:
     out = []
     for o in obs.active_offers:
-        incoming = o.direction == "incoming"
-        get, give = (o.block_ids, o.requested_block_ids) if incoming else (o.requested_block_ids, o.block_ids)
-        money_in, money_out = (o.payment, o.requested_payment) if incoming else (o.requested_payment, o.payment)
-        who = f"from {o.sender}" if incoming else f"to {o.target}"
+        who, get, give, money_in, money_out = offer_sides(o)
         line = (f"{o.offer_id} {who}: get {_terms(get, money_in)}, give {_terms(give, money_out)},"
                 f" w{_signed(o.value_to_me)}, until {o.expires_round - 1}")
         conds = [k for k, v in sorted(o.conditions.items()) if v]

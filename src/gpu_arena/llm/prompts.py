@@ -203,6 +203,15 @@ def _reward_line(obs: Any) -> str:
     return f"Reward {(obs.reward or 0.0):+.4f}" + (f" ({', '.join(parts)})" if parts else "")
 
 
+def offer_sides(o: Any) -> tuple[str, list[str], list[str], float, float]:
+    """An offer seen from the seat: who it is from or to, the blocks the seat would get and give,
+    and the money it would receive and pay (an incoming offer's blocks and payment come to it)."""
+    incoming = o.direction == "incoming"
+    get, give = (o.block_ids, o.requested_block_ids) if incoming else (o.requested_block_ids, o.block_ids)
+    money_in, money_out = (o.payment, o.requested_payment) if incoming else (o.requested_payment, o.payment)
+    return (f"from {o.sender}" if incoming else f"to {o.target}"), list(get), list(give), money_in, money_out
+
+
 @dataclass
 class RenderMemory:
     """What earlier turns of this conversation already showed (events and messages, as multisets)."""
@@ -282,11 +291,7 @@ def render_turn(obs: Any, memory: RenderMemory | None = None) -> str:
     if obs.active_offers:
         out.append("Open offers:")
     for o in obs.active_offers:
-        incoming = o.direction == "incoming"
-        you_get, you_give = (o.block_ids, o.requested_block_ids) if incoming else (o.requested_block_ids, o.block_ids)
-        money_in = o.payment if incoming else o.requested_payment
-        money_out = o.requested_payment if incoming else o.payment
-        who = f"from {o.sender}" if incoming else f"to {o.target}"
+        who, you_get, you_give, money_in, money_out = offer_sides(o)
         line = (f"- {o.offer_id} {who}: you get {_terms(you_get, money_in)}, give {_terms(you_give, money_out)};"
                 f" until round {o.expires_round - 1}; worth {_signed(o.value_to_me)}")
         conds = [k for k, v in sorted(o.conditions.items()) if v]
