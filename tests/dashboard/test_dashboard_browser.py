@@ -324,7 +324,10 @@ def test_judge_mode_shows_each_pitch_score_and_reasons(page: Any, base_url: str)
     shot(page, "judge")
     page.click("#judge-open")  # the same episode, step by step
     page.wait_for_selector(f"#replay-a-body[data-ref='{ref}']")
-    assert page.evaluate("document.activeElement.id") == "replay-a-range"
+    # the body names the episode as soon as it is drawn; the focus moves once showInReplays has scrolled
+    # to it, a moment later: wait for it rather than read it at once (a fresh-clone run caught it between)
+    page.wait_for_function("document.activeElement && document.activeElement.id === 'replay-a-range'",
+                           timeout=5000)
     assert page.problems == []
 
 
