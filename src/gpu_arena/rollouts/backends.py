@@ -17,6 +17,7 @@ decodes under it where it can (``constrained`` says whether it did; a run record
 
 from __future__ import annotations
 
+import functools
 import time
 import warnings
 from collections.abc import Sequence
@@ -104,8 +105,6 @@ class TransformersBackend:
         prefill of a whole conversation is most of a ``generate`` call)."""
         import copy
 
-        from .kvcache import Layout
-
         order = sorted(range(len(prompts)), key=lambda i: len(prompts[i]))
         greedy: dict[int, list[int] | str] = {}
         sampled: dict[int, list[list[int] | str]] = {}
@@ -126,10 +125,7 @@ class TransformersBackend:
                                          temperature, top_p, max_new_tokens, seed * 1009 + g + 7,
                                          [x for x in gr for _ in range(samples)] if gr else None, cache)
                 if layout is not None:
-                    self._remember([p for p in group for _ in range(samples)],
-                                   Layout([n for n in layout.cached for _ in range(samples)],
-                                          [m for m in layout.rest for _ in range(samples)], layout.C, layout.W),
-                                   cache, raw)
+                    self._remember([p for p in group for _ in range(samples)], layout.repeated(samples), cache, raw)
                 for k, i in enumerate(rows):
                     sampled[i] = drawn[k * samples:(k + 1) * samples]
         return ([greedy[i] for i in range(len(prompts))],
@@ -207,7 +203,7 @@ class TransformersBackend:
         self.stats.prompt_tokens += int(mask[:, start:].sum())
         return out.cache if getattr(out, "cache", None) is not None else out.past_key_values
 
-    @property
+    @functools.cached_property
     def _cache_name(self) -> str:
         """What the model's forward calls its KV cache: ``cache`` from transformers 5.2x (which
         warns on the old name), ``past_key_values`` before."""

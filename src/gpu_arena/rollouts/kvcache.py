@@ -129,6 +129,11 @@ class Layout:
     C: int
     W: int
 
+    def repeated(self, n: int) -> Layout:
+        """The layout of the batch with each row repeated ``n`` times in a row (a prompt's samples)."""
+        return Layout([c for c in self.cached for _ in range(n)], [m for m in self.rest for _ in range(n)],
+                      self.C, self.W)
+
 
 def assemble(prompts: list[list[int]], hits: list[tuple[Entry | None, int]], pad_id: int, device: Any
              ) -> tuple[Any, Any, Any, Layout]:
