@@ -294,3 +294,28 @@ def test_the_store_keeps_only_replays_standard_json_can_carry(tmp_path) -> None:
                              "ci_low": 0.0, "ci_high": 0.0, "welfare_ratio": 1.0, "surplus_over_batna": 0.0, "deal_rate": 0.0,
                              "breach_rate": 0.0, "invalid_rate": 0.0}])
     assert "<a" not in table and "&lt;a href=&#x27;x&#x27;&gt;p&lt;/a&gt;\\|q" in table
+
+
+def test_gain_shares_split_each_deals_joint_gain_and_the_row_keeps_them() -> None:
+    from types import SimpleNamespace
+
+    from gpu_arena.evaluation.runner import deal_gain_shares
+
+    def deal(labs, gains):
+        return SimpleNamespace(kind="deal", data={"labs": labs, "gains": gains})
+
+    events = [deal(["lab_0", "lab_1"], [3.0, 1.0]), deal(["lab_2", "lab_0"], [2.0, -1.0]),
+              deal(["lab_0", "lab_1"], [0.0, 0.0]),  # nothing to split: left out
+              deal(["lab_1", "lab_2"], [5.0, 5.0]),  # not lab_0's deal
+              SimpleNamespace(kind="offer", data={"labs": ["lab_0", "lab_1"], "gains": [1.0, 1.0]})]
+    assert deal_gain_shares(events, "lab_0") == pytest.approx([0.75, -1.0])
+    assert deal_gain_shares(events, "lab_2") == pytest.approx([2.0, 0.5])
+    # rule_expert trades on single_trade holdout seeds: its rows carry the shares of the deals it
+    # settled, and the aggregate their mean over every deal of the group (None without a deal)
+    rows = [play_episode(p, "single_trade", "holdout", s) for p in ("rule_expert", "no_negotiation") for s in range(6)]
+    expert = [s for r in rows if r.policy == "rule_expert" for s in r.gain_shares]
+    assert expert, "rule_expert settled no deal in six single_trade worlds"
+    assert all(not r.gain_shares for r in rows if r.policy == "no_negotiation")
+    agg = {a["policy"]: a for a in aggregate(rows)}
+    assert agg["rule_expert"]["gain_share"] == pytest.approx(sum(expert) / len(expert))
+    assert agg["no_negotiation"]["gain_share"] is None

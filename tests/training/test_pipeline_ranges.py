@@ -144,7 +144,9 @@ def test_per_task_table_puts_deal_rate_and_surplus_beside_the_return() -> None:
     md = markdown_report(old)
     assert "holdout seeds 0–199, the validation range" in md.splitlines()[0]  # a file from before the ranges
     assert "**single_trade**" in md and "**market_round**" in md
-    assert "| sft | 200 | +0.0500 | [+0.0400, +0.0600] | 0.700 | +2.00 | 0.900 | - |" in md
+    assert "| sft | 200 | +0.0500 | [+0.0400, +0.0600] | 0.700 | - | +2.00 | 0.900 | - |" in md  # no gain share: "-"
+    shared = {**old, "results": [{**rows[0], "gain_share": 0.25}]}
+    assert "| trained | 200 | +0.1000 | [+0.0900, +0.1100] | 0.500 | 0.250 | +6.00 | 0.900 | - |" in markdown_report(shared)
     reopened = {**old, "seeds": {"holdout": [10_000, 10_199], "range": "test", "reopened": True}}
     assert "the test range; a second look" in markdown_report(reopened)
 

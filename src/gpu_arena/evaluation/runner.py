@@ -56,6 +56,10 @@ class EpisodeResult:
     llm_usage: dict[str, dict[str, Any]] | None = field(default=None)
     # every seat's return (lab_0 is ``episode_return``): in self-play, each seat is the policy itself
     seat_returns: dict[str, float] | None = field(default=None)
+    # lab_0's share of each deal it settled whose joint gain was positive (what the deal did to its
+    # potential over what it did to both labs'), in settlement order: how the pie was split, beside
+    # how often there was one (``deal_rate``); the league's "gain share" by the same rule
+    gain_shares: list[float] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -107,7 +111,25 @@ def episode_result(env: GpuArenaEnv, policy: str, task: str, split: str, seed: i
         welfare=metrics["welfare"], optimum=metrics["optimum"], welfare_ratio=metrics["welfare_ratio"],
         surplus_over_batna=me["surplus_over_batna"], deal_rate=me["deal_rate"], breach_rate=me["breach_rate"],
         invalid_rate=me["invalid_rate"], invalid_actions=episode.world.labs["lab_0"].invalid_actions,
-        replay=replay, llm_usage=llm_usage, seat_returns=dict(episode.returns))
+        replay=replay, llm_usage=llm_usage, seat_returns=dict(episode.returns),
+        gain_shares=deal_gain_shares(episode.world.events, "lab_0"))
+
+
+def deal_gain_shares(events: Sequence[Any], lab: str) -> list[float]:
+    """``lab``'s share of the joint gain of each deal it settled (the deal events' ``gains``: what
+    the settlement did to each side's potential), for deals whose joint gain was positive."""
+    shares = []
+    for e in events:
+        if e.kind != "deal" or lab not in e.data.get("labs", ()) or "gains" not in e.data:
+            continue
+        gains = [float(g) for g in e.data["gains"]]
+        joint = sum(gains)
+        if joint > JOINT_GAIN_EPS:
+            shares.append(gains[list(e.data["labs"]).index(lab)] / joint)
+    return shares
+
+
+JOINT_GAIN_EPS = 1e-9  # a deal whose two sides gained less than this together split nothing
 
 
 def _spec_name(spec: Any, seat: str, policy: Any) -> str:

@@ -48,6 +48,8 @@ def aggregate(results: Sequence[EpisodeResult]) -> list[dict[str, Any]]:
             "welfare_ratio": float(np.mean([r.welfare_ratio for r in rs])),
             "surplus_over_batna": float(np.mean([r.surplus_over_batna for r in rs])),
             "deal_rate": float(np.mean([r.deal_rate for r in rs])),
+            # the mean share of each deal's joint gain, over every deal of the group (None: no deal)
+            "gain_share": _mean_or_none([s for r in rs for s in r.gain_shares]),
             "breach_rate": float(np.mean([r.breach_rate for r in rs])),
             # invalid actions over all the seat's actions, not a mean of per-episode rates
             "invalid_rate": sum(r.invalid_actions for r in rs) / actions if actions else 0.0,
@@ -55,6 +57,10 @@ def aggregate(results: Sequence[EpisodeResult]) -> list[dict[str, Any]]:
             "seeds": sorted(r.seed for r in rs),
         })
     return rows
+
+
+def _mean_or_none(values: Sequence[float]) -> float | None:
+    return float(np.mean(values)) if values else None
 
 
 EpisodeReturn = tuple[str, str, str, int, float]  # (policy, task, split, seed, episode return)

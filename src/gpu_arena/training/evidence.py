@@ -3,15 +3,15 @@
 The file (written by :mod:`gpu_arena.training.pipeline`) holds the command, commit, seeds (the
 holdout range evaluated and every fixed range, :mod:`gpu_arena.evaluation.ranges`), each stage's wall
 time, the paired comparisons by holdout seed, the evaluation rows and, per task, each role's return
-beside its deal rate and surplus over BATNA (:func:`per_task`). This module turns it into the tables
+beside its deal rate, gain share and surplus over BATNA (:func:`per_task`). This module turns it into the tables
 the CLI prints and the Markdown the docs show, so every number a reader sees comes from one file a
 run wrote.
 
-Why the deal rate and the surplus sit beside the return: supervised imitation and RL pull them
-apart (a policy can trade more often and keep less of each trade, or the reverse), so a return
-alone hides which way a stage moved the model. A surplus *share* (the seat's part of the trade's
-total gain) is not in the file: an evaluation row holds the seat's own surplus only, and the other
-seats' returns are scaled per seat.
+Why the deal rate, the gain share and the surplus sit beside the return: supervised imitation and
+RL pull them apart (a policy can trade more often and keep less of each trade, or the reverse), so
+a return alone hides which way a stage moved the model. The gain share is the seat's part of each
+deal's joint gain (what the settlement did to its potential over what it did to both labs'), the
+mean over every deal it settled; files from before it have none, and their tables print "-".
 """
 
 from __future__ import annotations
@@ -56,13 +56,14 @@ def difference_cells(c: dict[str, Any], *, sep: str = "/") -> tuple[str, str, st
 
 # what per_task keeps of each evaluation row (aggregate's names -> the evidence's)
 PER_TASK = (("n", "n"), ("mean", "mean_return"), ("ci_low", "ci_low"), ("ci_high", "ci_high"),
-            ("deal_rate", "deal_rate"), ("surplus_over_batna", "surplus_over_batna"),
+            ("deal_rate", "deal_rate"), ("gain_share", "gain_share"), ("surplus_over_batna", "surplus_over_batna"),
             ("welfare_ratio", "welfare_ratio"), ("invalid_rate", "invalid_rate"))
 
 
 def per_task(results: list[dict[str, Any]]) -> dict[str, dict[str, dict[str, Any]]]:
-    """task -> role -> n, mean return with its 95% CI, deal rate, surplus over BATNA (the seat's money,
-    unscaled), welfare ratio and invalid-action rate, from the evidence's evaluation rows."""
+    """task -> role -> n, mean return with its 95% CI, deal rate, gain share (None: no deal), surplus
+    over BATNA (the seat's money, unscaled), welfare ratio and invalid-action rate, from the
+    evidence's evaluation rows."""
     out: dict[str, dict[str, dict[str, Any]]] = {}
     for r in results:
         out.setdefault(str(r["task"]), {})[str(r.get("role", r["policy"]))] = {
@@ -87,7 +88,8 @@ def comparison_rows(evidence: dict[str, Any]) -> list[tuple[str, ...]]:
 
 def markdown_report(evidence: dict[str, Any]) -> str:
     """Markdown: the command and the seeds looked at, the paired comparisons, a table per task (each
-    role's return, deal rate, surplus over BATNA, welfare ratio and accepted turns), wall times."""
+    role's return, deal rate, gain share, surplus over BATNA, welfare ratio and accepted turns),
+    wall times."""
     valid = {(t.get("role"), t.get("task")): t for t in evidence.get("valid_turns", [])}
     lines = [f"`{evidence['command']}` (commit `{str(evidence['commit'])[:10]}`); {range_line(evidence)}", "",
              "| task | comparison | n | mean difference | 95% CI | wins / losses | verdict |",
@@ -97,13 +99,15 @@ def markdown_report(evidence: dict[str, Any]) -> str:
     # derived from the rows (not read from "per_task"), so files from before the table render the same way
     for task, roles in per_task(evidence["results"]).items():
         lines += ["", f"**{task}**", "",
-                  "| policy | n | mean return | 95% CI | deal rate | surplus over BATNA | welfare ratio | accepted turns |",
-                  "|---|---|---|---|---|---|---|---|"]
+                  "| policy | n | mean return | 95% CI | deal rate | gain share | surplus over BATNA | welfare ratio "
+                  "| accepted turns |",
+                  "|---|---|---|---|---|---|---|---|---|"]
         for role, r in roles.items():
             t = valid.get((role, task))
             accepted = f"{t['valid_rate']:.3f} ({t['accepted']}/{t['turns']})" if t else "-"
             lines.append(f"| {role} | {r['n']} | {r['mean_return']:+.4f} | [{r['ci_low']:+.4f}, {r['ci_high']:+.4f}] | "
-                         f"{_cell(r, 'deal_rate', '.3f')} | {_cell(r, 'surplus_over_batna', '+.2f')} | "
+                         f"{_cell(r, 'deal_rate', '.3f')} | {_cell(r, 'gain_share', '.3f')} | "
+                         f"{_cell(r, 'surplus_over_batna', '+.2f')} | "
                          f"{_cell(r, 'welfare_ratio', '.3f')} | {accepted} |")
     wall = evidence["wall_s"]
     lines += ["", "| stage | wall time |", "|---|---|"]
