@@ -201,7 +201,15 @@ def test_tiny_pipeline_across_tasks_reports_on_the_test_range_once(tmp_path: Pat
 
     other = tmp_path / "other"
     shutil.copytree(out, other)
-    run_pipeline(PipelineRun(**{**again.__dict__, "output": str(other), "eval_range": "validation"}))
+    # a pretrained start (--model; smollm2's GGUF) is evaluated as it was before training: its zero-shot
+    # row, the same prompt and grammar as the trained model (here the SFT checkpoint stands in for it)
+    run_pipeline(PipelineRun(**{**again.__dict__, "output": str(other), "eval_range": "validation",
+                                "model": str(out / "sft")}))
+    evidence = json.loads((other / "evidence.json").read_text())
+    assert evidence["policies"]["zero_shot"] == evidence["policies"]["sft"].replace("/other/", "/run/")
+    diffs = {c["comparison"]: c["mean_diff"] for c in evidence["comparisons"]}
+    assert diffs["trained-vs-zero_shot"] == pytest.approx(diffs["trained-vs-sft"])
+    assert "zero_shot" in evidence["per_task"]["single_trade"]
     with pytest.raises(PresetError, match="share no holdout world"):
         compare_pipelines(out, other)
     assert compare_pipelines(other, other)[0]["n"] == 3

@@ -55,6 +55,8 @@ COMPARISONS = (
     ("trained-vs-sft", "trained", "sft"),
     ("sft-vs-no_negotiation", "sft", "no_negotiation"),
     ("trained-vs-rule_expert", "trained", "rule_expert"),
+    # a pretrained start (smollm2, or --model): what the pipeline added to what the model already knew
+    ("trained-vs-zero_shot", "trained", "zero_shot"),
 )
 
 
@@ -186,6 +188,11 @@ class Paths:
 
     def __post_init__(self) -> None:
         self.data, self.sft, self.rl = self.root / "data", self.root / "sft", self.root / "rl"
+
+    @property
+    def base(self) -> Path:
+        """The pretrained start written as a checkpoint, for its zero-shot row (smollm2's GGUF)."""
+        return self.root / "base"
 
     @property
     def state(self) -> Path:
@@ -362,7 +369,11 @@ def _stage_eval(run: PipelineRun, paths: Paths, show: Callable[[str, int], Any])
 
     constrained = bool(run.constrained)
     mode = get_preset(run.preset).prompt_mode
-    roles = {"trained": llm_policy(paths.rl, constrained, mode), "sft": llm_policy(paths.sft, constrained, mode),
+    checkpoints = {"trained": paths.rl, "sft": paths.sft}
+    base = zero_shot_checkpoint(run, paths)
+    if base is not None:
+        checkpoints["zero_shot"] = base
+    roles = {**{role: llm_policy(path, constrained, mode) for role, path in checkpoints.items()},
              **{b: b for b in run.baselines}}
     policies = list(dict.fromkeys(roles.values()))
     tasks = list(run.eval_tasks or run.tasks)
@@ -383,7 +394,7 @@ def _stage_eval(run: PipelineRun, paths: Paths, show: Callable[[str, int], Any])
         scripted = [p for p in policies if not p.startswith("llm:")]
         results = run_evaluation(scripted, tasks, "holdout", seeds, workers=run.workers, keep_replays=True,
                                  optima=optima, progress=tick, backend=run.backend) if scripted else []
-        for path in (paths.sft, paths.rl):
+        for path in reversed(checkpoints.values()):  # the start first, as the rows have always come
             results += evaluate_checkpoint(path, llm_policy(path, constrained, mode), tasks, "holdout", seeds,
                                            optima=optima, constrained=constrained, prompt_mode=mode,
                                            keep_replays=True, progress=tick)
@@ -432,6 +443,30 @@ def _stage_eval(run: PipelineRun, paths: Paths, show: Callable[[str, int], Any])
             "look": look}
 
 
+def zero_shot_checkpoint(run: PipelineRun, paths: Paths) -> Path | None:
+    """The checkpoint of a pretrained start, evaluated as it was before any training (its zero-shot
+    row, under the same prompt mode and grammar as the trained model): ``--model`` when given, the
+    preset's GGUF written once to ``base/`` for smollm2; None for a model initialised at random
+    (nothing to compare: its zero-shot play is noise)."""
+    if run.model is not None:
+        return Path(run.model) if Path(run.model).is_dir() else _write_base(Path(run.model), paths)
+    if get_preset(run.preset).model is None:
+        from .presets import smollm2_gguf
+
+        return _write_base(smollm2_gguf(), paths)
+    return None
+
+
+def _write_base(source: Path, paths: Paths) -> Path:
+    from .presets import load_pretrained, save_checkpoint
+
+    if not (paths.base / "config.json").exists():
+        # the tool-calling template the SFT start gets too: the zero-shot row reads the same prompt
+        model, tokenizer = load_pretrained(source, tools_template=True)
+        save_checkpoint(model, tokenizer, paths.base, meta={"kind": "base", "source": str(source.name)})
+    return paths.base
+
+
 def compare(results: Sequence[Any], roles: dict[str, str]) -> list[dict[str, Any]]:
     """The evidence's paired comparisons (:data:`COMPARISONS`) on every task and split evaluated."""
     from ..evaluation import paired_differences
@@ -455,4 +490,4 @@ _STAGE_FUNCS: dict[str, Callable[[PipelineRun, Paths, Callable[[str, int], Any]]
 }
 
 __all__ = ["COMPARISONS", "EVIDENCE_NAME", "RL_METHODS", "STAGES", "Paths", "PipelineRun", "check_look", "compare",
-           "llm_policy", "load_state", "run_pipeline"]
+           "llm_policy", "load_state", "run_pipeline", "zero_shot_checkpoint"]
