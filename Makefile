@@ -39,16 +39,16 @@ RUST_SOURCES := native/Cargo.toml native/Cargo.lock $(wildcard native/.cargo/con
 define DEBIAN_CRATES
 @test -d $(PYO3_CRATE) || { $(SUDO) apt-get update -qq && $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends librust-pyo3-dev librust-indexmap-dev >/dev/null; } || echo "(no Debian crates for the Rust engine)"
 endef
-$(RUST): $(STAMP) $(RUST_SOURCES) src/gpu_arena/rust_build.py src/gpu_arena/core/native.py
+$(RUST): $(STAMP) $(RUST_SOURCES) src/gpu_arena/native/build.py src/gpu_arena/native/loader.py
 	$(DEBIAN_CRATES)
-	@$(PY) -m gpu_arena.rust_build --quiet || echo "(the Rust engine is not built; the Python core runs)"
+	@$(PY) -m gpu_arena.native.build --quiet || echo "(the Rust engine is not built; the Python core runs)"
 
 # after porting a change of a mirrored Python module to native/: build the crate, record the modules'
 # digests in native/mirrors.json (never edited by hand) and check the port with tests/native; where
 # the check fails the manifest is left as it was. Commit native/mirrors.json with the port.
 native-sync: $(STAMP)
 	$(DEBIAN_CRATES)
-	$(PY) -m gpu_arena.rust_build --sync --quiet
+	$(PY) -m gpu_arena.native.build --sync --quiet
 
 install: $(STAMP) $(SMOLLM2_STAMP) $(RUST)
 

@@ -48,12 +48,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from gpu_arena.core import native
 from gpu_arena.core.engine import Episode
 from gpu_arena.core.policy import RandomPolicy
 from gpu_arena.core.types import TASKS
 from gpu_arena.env import GpuArenaEnv
 from gpu_arena.models import observation_from_view
+from gpu_arena.native import loader as native
 from gpu_arena.policies import make_policy
 
 REFERENCE = {"single_trade": 0.106, "market_round": 0.101, "coalition_market": 0.054}

@@ -59,10 +59,10 @@ from websockets.asyncio.client import connect
 from bench_core import load_calib, step_floor
 from gpu_arena._process import end_process
 from gpu_arena.client import action_payload
-from gpu_arena.core import native
 from gpu_arena.core.types import TASKS
 from gpu_arena.env import GpuArenaEnv
 from gpu_arena.models import ArenaAction, observation_from_view
+from gpu_arena.native import loader as native
 from gpu_arena.policies import make_policy
 
 REFERENCE_PER_CALIB = 0.012

@@ -24,7 +24,7 @@ from typing import Any
 from gpu_arena.core.types import TASKS
 from gpu_arena.env import GpuArenaEnv
 from gpu_arena.evaluation.runner import episode_result, world_optimum
-from gpu_arena.native_episode import NativeEpisode
+from gpu_arena.native.episode import NativeEpisode
 from gpu_arena.policies import BASELINES, make_policy
 from gpu_arena.rollout import play_seat
 

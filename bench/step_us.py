@@ -24,8 +24,9 @@ import time
 from typing import Any
 
 from bench_core import timed_episode
-from gpu_arena.core import allocation, native
+from gpu_arena.core import allocation
 from gpu_arena.env import GpuArenaEnv
+from gpu_arena.native import loader as native
 
 EPISODES = {"single_trade": 60, "market_round": 30, "coalition_market": 20}
 

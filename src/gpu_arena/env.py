@@ -23,7 +23,8 @@ from .core.types import REWARD_COLUMNS, SPLITS, TASKS, Action, RejectedAction, W
 from .core.views import ResultView, render_text
 from .core.worldgen import generate_world
 from .models import ArenaAction, ArenaObservation, ArenaState, observation_from_view, read_action
-from .native_episode import RUST_SEAT_POLICIES, NativeEpisode, native_engine
+from .native.episode import RUST_SEAT_POLICIES, NativeEpisode
+from .native.twin import native_engine
 from .policies import SEAT_DEFAULT, make_seat_policy
 
 RULE_JUDGE = "rule"

@@ -8,7 +8,7 @@ import pytest
 from typer.testing import CliRunner
 
 from gpu_arena.cli import app
-from gpu_arena.console import console
+from gpu_arena.cli.console import console
 from gpu_arena.core.policy import PolicyBase
 from gpu_arena.core.types import Action, RejectedAction
 from gpu_arena.policies import register_policy

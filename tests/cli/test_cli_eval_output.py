@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 
-from gpu_arena.console import QUIET_ENV, console, quiet_libraries
-from gpu_arena.eval_tables import print_usage
+from gpu_arena.cli.console import QUIET_ENV, console, quiet_libraries
+from gpu_arena.cli.eval_tables import print_usage
 from gpu_arena.evaluation.report import markdown_table, paired_table
 
 NAME = "llm:hf:models/a&b?max_tokens=8&mode=json"

@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from gpu_arena.cli import app, eval_command_line
+from gpu_arena.cli import app
+from gpu_arena.cli.evaluate import eval_command_line
 
 ENV = {"COLUMNS": "200", "NO_COLOR": "1"}
 

@@ -1,7 +1,7 @@
 """The Rust engine's module for the tests that compare it with the Python core.
 
 ``GPU_ARENA_RS_SO`` may name a build to test (a crate built elsewhere); otherwise the one
-``make install`` built is loaded through :func:`gpu_arena.core.native.rust`. Where there is none the
+``make install`` built is loaded through :func:`gpu_arena.native.loader.rust`. Where there is none the
 tests skip, except under CI (``CI=true``, which ``.ci/run`` sets), where the build is part of the
 install and its absence fails. A twin out of step with the Python core — a mirrored module edited
 since the port, a build older than the crate — skips them outside CI, with a warning naming the
@@ -28,9 +28,9 @@ def _load() -> ModuleType | str:
         sys.modules["gpu_arena_rs"] = module
         spec.loader.exec_module(module)
         return module
-    from gpu_arena.core import native
+    from gpu_arena.native import loader
 
-    return native.rust()
+    return loader.rust()
 
 
 @pytest.fixture(scope="session")
@@ -41,13 +41,13 @@ def rs() -> ModuleType:
     0026). Under CI they fail."""
     module = _load()
     if isinstance(module, str):
-        from gpu_arena.native_episode import _native_engine
+        from gpu_arena.native.twin import _native_engine
 
         module = str(_native_engine())  # names the crate's files a stale build was not made from
         if under_ci():
             pytest.fail(f"the Rust engine did not load under CI: {module}", pytrace=False)
         pytest.skip(f"the Rust engine is not built here: {module}")
-    from gpu_arena.native_episode import STALE_PORT, _native_engine
+    from gpu_arena.native.twin import STALE_PORT, _native_engine
 
     level = _native_engine()
     if isinstance(level, str) and level.startswith(STALE_PORT):

@@ -9,7 +9,7 @@ from types import ModuleType
 
 import pytest
 
-from gpu_arena.core import native
+from gpu_arena.native import loader as native
 
 
 def test_the_digest_follows_every_source_of_the_crate(tmp_path: Path) -> None:
@@ -44,17 +44,18 @@ def test_the_installed_build_is_the_crate_as_it_is(rs: ModuleType) -> None:
 
 
 def test_an_edited_rule_turns_the_rust_engine_off(monkeypatch: pytest.MonkeyPatch) -> None:
-    from gpu_arena import native_episode
     from gpu_arena.env import GpuArenaEnv
+    from gpu_arena.native import twin
+    from gpu_arena.native.episode import NativeEpisode
 
-    digests = native_episode.mirror_digests()
-    if isinstance(native_episode._native_engine(), str):
+    digests = twin.mirror_digests()
+    if isinstance(twin._native_engine(), str):
         pytest.skip("the Rust engine does not run here")
-    monkeypatch.setattr(native_episode, "mirror_digests", lambda: {**digests, "core/rules/offers.py": "0" * 64})
-    assert "core/rules/offers.py" in native_episode._native_engine()
-    monkeypatch.setattr(native_episode, "_ENGINE", [])  # as a fresh process would find it
+    monkeypatch.setattr(twin, "mirror_digests", lambda: {**digests, "core/rules/offers.py": "0" * 64})
+    assert "core/rules/offers.py" in twin._native_engine()
+    monkeypatch.setattr(twin, "_ENGINE", [])  # as a fresh process would find it
     env = GpuArenaEnv(task="single_trade", engine="auto")
-    with pytest.warns(native_episode.StaleTwinWarning, match="core/rules/offers.py"):  # loudly, naming it
+    with pytest.warns(twin.StaleTwinWarning, match="core/rules/offers.py"):  # loudly, naming it
         env.reset(seed=0)
-    assert not isinstance(env.episode, native_episode.NativeEpisode)  # the Python core plays
+    assert not isinstance(env.episode, NativeEpisode)  # the Python core plays
 

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from gpu_arena.core.types import TASKS, Action, RejectedAction
 from gpu_arena.env import GpuArenaEnv
-from gpu_arena.native_episode import NativeEpisode
+from gpu_arena.native.episode import NativeEpisode
 from gpu_arena.policies import make_policy
 
 

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from gpu_arena.core.engine import Episode
 from gpu_arena.core.types import TASKS, Action
 from gpu_arena.env import GpuArenaEnv
-from gpu_arena.native_episode import MOVE_RUST_CANNOT_HOLD, WORLD_READ, NativeEpisode
+from gpu_arena.native.episode import MOVE_RUST_CANNOT_HOLD, WORLD_READ, NativeEpisode
 from gpu_arena.policies import make_policy
 from gpu_arena.rollout import play_seat
 

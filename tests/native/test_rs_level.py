@@ -15,8 +15,9 @@ from typing import Any
 import pytest
 from twin_level import require_level
 
-from gpu_arena import native_episode, rust_build
-from gpu_arena.core import native
+from gpu_arena.native import build as rust_build
+from gpu_arena.native import loader as native
+from gpu_arena.native import twin as native_twin
 
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = ROOT / "src" / "gpu_arena"
@@ -35,14 +36,14 @@ def twin(tmp_path: Path) -> SimpleNamespace:
     """A copy of the mirrored modules and of the crate (without its build), the manifest written
     for them by the sync's writer, and a fake build of the crate as it is."""
     package = tmp_path / "gpu_arena"
-    for name in native_episode.MIRRORED:
+    for name in native_twin.MIRRORED:
         (package / name).parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(PACKAGE / name, package / name)
     crate_src = native.crate_dir()
     assert crate_src is not None
     crate = tmp_path / "native"
     shutil.copytree(crate_src, crate, ignore=shutil.ignore_patterns("target", "mirrors.json"))
-    assert rust_build.write_mirrors(crate, package) == list(native_episode.MIRRORED)  # none recorded before
+    assert rust_build.write_mirrors(crate, package) == list(native_twin.MIRRORED)  # none recorded before
     out = tmp_path / "build"
     out.mkdir()
     (out / "gpu_arena_rs-x.so").write_bytes(b"")
@@ -68,7 +69,7 @@ def test_an_edited_mirrored_module_is_named_and_fails_under_ci(twin: SimpleNames
     with pytest.raises(pytest.fail.Exception, match=r"core/rules/offers\.py"):
         require_level(problems, ci=True)
     # outside CI: a warning naming it, and the comparisons skip
-    with pytest.warns(native_episode.StaleTwinWarning, match=r"core/rules/offers\.py"), \
+    with pytest.warns(native_twin.StaleTwinWarning, match=r"core/rules/offers\.py"), \
             pytest.raises(pytest.skip.Exception, match=r"core/rules/offers\.py"):
         require_level(problems, ci=False)
     # the sync records the edit: level again, and it says which module it recorded
@@ -77,7 +78,7 @@ def test_an_edited_mirrored_module_is_named_and_fails_under_ci(twin: SimpleNames
 
 
 def test_a_manifest_that_leaves_a_module_out_or_is_missing_is_named(twin: SimpleNamespace) -> None:
-    manifest = twin.crate / native_episode.MIRRORS_FILE
+    manifest = twin.crate / native_twin.MIRRORS_FILE
     recorded = json.loads(manifest.read_text())
     del recorded["policies/archetypes.py"]
     manifest.write_text(json.dumps(recorded))
@@ -125,9 +126,9 @@ def test_the_environment_warns_naming_the_changed_rust_file(twin: SimpleNamespac
     monkeypatch.setattr(native, "rust", lambda: "its crate changed since the build (make install builds it again)")
     monkeypatch.setattr(native, "crate_dir", lambda: twin.crate)
     monkeypatch.setattr(native, "native_dir", lambda: twin.out)
-    monkeypatch.setattr(native_episode, "_ENGINE", [])
-    with pytest.warns(native_episode.StaleTwinWarning, match="src/rules/offers.rs"):
-        reason = native_episode.native_engine()
+    monkeypatch.setattr(native_twin, "_ENGINE", [])
+    with pytest.warns(native_twin.StaleTwinWarning, match="src/rules/offers.rs"):
+        reason = native_twin.native_engine()
     assert isinstance(reason, str) and "src/rules/offers.rs" in reason
 
 
@@ -141,15 +142,15 @@ def test_the_manifest_is_the_writers_output() -> None:
     """native/mirrors.json holds exactly the mirrored modules, in the form make native-sync writes."""
     crate = native.crate_dir()
     assert crate is not None
-    text = (crate / native_episode.MIRRORS_FILE).read_text()
+    text = (crate / native_twin.MIRRORS_FILE).read_text()
     recorded = json.loads(text)
-    assert sorted(recorded) == sorted(native_episode.MIRRORED)
+    assert sorted(recorded) == sorted(native_twin.MIRRORED)
     assert text == json.dumps(dict(sorted(recorded.items())), indent=1) + "\n"
 
 
 def test_the_sync_puts_the_manifest_back_when_the_port_fails_its_tests(
         twin: SimpleNamespace, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
-    manifest = twin.crate / native_episode.MIRRORS_FILE
+    manifest = twin.crate / native_twin.MIRRORS_FILE
     manifest.write_text('{"core/types.py": "0"}\n')
     ran: list[Any] = []
     (twin.crate.parent / "tests" / "native").mkdir(parents=True)
@@ -168,7 +169,7 @@ def test_the_sync_puts_the_manifest_back_when_the_port_fails_its_tests(
     assert "native/mirrors.json is unchanged" in capsys.readouterr().err
     monkeypatch.setattr(rust_build.subprocess, "run", lambda cmd, **kw: SimpleNamespace(returncode=0))
     assert rust_build.sync(twin.out) == 0
-    assert json.loads(manifest.read_text()) == native_episode.mirror_digests()
+    assert json.loads(manifest.read_text()) == native_twin.mirror_digests()
 
 
 def test_the_makefile_rebuilds_the_crate_when_any_of_its_sources_changes() -> None:

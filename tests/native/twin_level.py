@@ -16,14 +16,14 @@ def under_ci() -> bool:
 
 def require_level(problems: list[str], *, ci: bool | None = None, skip: bool = True) -> None:
     """Fail under CI where the twin is out of step (``problems``, from
-    :func:`gpu_arena.rust_build.twin_problems`, each naming a module or file); elsewhere warn,
+    :func:`gpu_arena.native.build.twin_problems`, each naming a module or file); elsewhere warn,
     naming them, and (``skip``) skip."""
     if not problems:
         return
     text = "the Rust twin is out of step with the Python core:\n  " + "\n  ".join(problems)
     if under_ci() if ci is None else ci:
         pytest.fail(text, pytrace=False)
-    from gpu_arena.native_episode import StaleTwinWarning
+    from gpu_arena.native.twin import StaleTwinWarning
 
     warnings.warn(StaleTwinWarning(text), stacklevel=2)
     if skip:

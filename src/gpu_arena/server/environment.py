@@ -22,7 +22,7 @@ from ..core.types import MAX_SEED, SPLITS, TASKS, Action, RejectedAction
 from ..core.views import ResultView
 from ..env import GpuArenaEnv
 from ..models import ArenaObservation, ArenaState
-from ..native_episode import NativeEpisode
+from ..native.episode import NativeEpisode
 from ..policies import policy_names
 from .errors import InvalidResetArguments, ReplayMismatch, SessionExpiredError, UnknownSplit
 from .recorder import EpisodeRecorder

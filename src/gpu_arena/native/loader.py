@@ -1,7 +1,7 @@
 """The Rust engine's build (``native/``, decision 0026), loaded only where it is the crate as it is.
 
 ``make install`` compiles the crate into ``<venv>/gpu-arena-native`` (see
-:mod:`gpu_arena.rust_build`), beside a manifest (``rust.json``) holding the digest of the crate's
+:mod:`gpu_arena.native.build`), beside a manifest (``rust.json``) holding the digest of the crate's
 sources it was built from. The build lives outside the source tree on purpose, and :func:`rust`
 loads it only while that digest matches the crate on disk and it was built for this interpreter;
 anywhere else the Python core plays, with the same results (decision 0029: the Rust engine is the
@@ -25,7 +25,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-RUST_MANIFEST = "rust.json"  # the Rust engine's build (gpu_arena.rust_build, decision 0026)
+RUST_MANIFEST = "rust.json"  # the Rust engine's build (gpu_arena.native.build, decision 0026)
 RUST_MODULE = "gpu_arena_rs"
 # whether the Rust engine loaded: "loaded", or why not
 _STATUS: dict[str, str] = {}

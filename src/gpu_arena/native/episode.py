@@ -12,30 +12,20 @@ then on through a Python :class:`~gpu_arena.core.engine.Episode` (:attr:`~Native
 says why). :meth:`world_copy` reads the world without that move. :meth:`~NativeEpisode.fork`
 copies the episode where it stands, in Rust while it plays there.
 
-:func:`native_engine` says whether the Rust engine may run here: built for the crate as it is
-(:func:`gpu_arena.core.native.rust`) and ported from the Python core as it is (every module it
-mirrors, :data:`MIRRORED`, has the digest recorded in ``native/mirrors.json``, which ``make
-native-sync`` writes after a port). Where a build exists but either has moved on it warns
-(:class:`StaleTwinWarning`), naming the modules or files, and the Python core plays;
-``tests/native`` fails on it under CI.
+Whether it may play here at all is :func:`gpu_arena.native.twin.native_engine`'s to say.
 """
 
 from __future__ import annotations
 
 import copy
-import hashlib
-import json
 import random
-import warnings
 from collections.abc import Mapping
-from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from .core import native
-from .core.engine import Episode, EpisodeSnapshot, RoundReport
-from .core.policy import policy_move
-from .core.types import (
+from ..core.engine import Episode, EpisodeSnapshot, RoundReport
+from ..core.policy import policy_move
+from ..core.types import (
     Action,
     ActionResult,
     Auction,
@@ -51,89 +41,9 @@ from .core.types import (
     ScheduledShock,
     World,
 )
-from .core.views import SeatView
-from .core.worldgen import world_seed
-from .policies import SEAT_DEFAULT, make_seat_policy
-
-# the Python modules the crate mirrors (paths under src/gpu_arena): an edit to any of them turns the
-# Rust engine off until the port is brought level and native/mirrors.json records the new digests
-MIRRORED: tuple[str, ...] = (
-    "core/types.py", "core/kernels.py", "core/allocation.py", "core/valuation.py", "core/engine.py",
-    "core/observe.py", "core/views.py", "core/shocks.py", "core/judge.py", "core/serialize.py",
-    "core/rules/auctions.py", "core/rules/checks.py", "core/rules/clock.py", "core/rules/coalitions.py",
-    "core/rules/dispatch.py", "core/rules/holdings.py", "core/rules/limits.py", "core/rules/offers.py",
-    "core/rules/outcome.py", "core/policy.py", "policies/negotiator.py", "policies/archetypes.py",
-    "policies/planning.py", "core/sums.py",
-)
-MIRRORS_FILE = "mirrors.json"  # written by `make native-sync` (gpu_arena.rust_build.write_mirrors), never by hand
-_PACKAGE = Path(__file__).resolve().parent
-
-
-class StaleTwinWarning(UserWarning):
-    """The Rust engine was built but does not play: a module it mirrors changed since the port, or
-    the crate changed since the build. The warning names them; the Python core plays meanwhile."""
-
-
-def mirror_digests(package: Path | None = None) -> dict[str, str]:
-    """The SHA-256 of each module of :data:`MIRRORED` as it is on disk (in ``package``, default
-    this installation's ``gpu_arena``)."""
-    root = package or _PACKAGE
-    return {name: hashlib.sha256((root / name).read_bytes()).hexdigest() for name in MIRRORED}
-
-
-def recorded_mirrors(crate: Path) -> dict[str, str] | str:
-    """The digests ``native/mirrors.json`` records for the port, or why there are none."""
-    try:
-        recorded = json.loads((crate / MIRRORS_FILE).read_text())
-    except (OSError, ValueError):
-        return f"the crate records no {MIRRORS_FILE} (`make native-sync` writes it)"
-    if not isinstance(recorded, dict):
-        return f"native/{MIRRORS_FILE} is not a mapping of module to digest (`make native-sync` writes it)"
-    return recorded
-
-
-def stale_mirrors(recorded: Mapping[str, Any], package: Path | None = None) -> list[str]:
-    """The modules of :data:`MIRRORED` whose digest is not the one ``recorded`` for the port."""
-    digests = mirror_digests() if package is None else mirror_digests(package)
-    return [name for name, digest in digests.items() if recorded.get(name) != digest]
-
-
-_ENGINE: list[ModuleType | str] = []
-STALE_PORT = "the Python core changed since the port"  # how native_engine's reason begins for a stale port
-
-
-def native_engine() -> ModuleType | str:
-    """``gpu_arena_rs`` where it may play episodes here, else why not (checked once per process).
-    Where a build exists but is stale (:class:`StaleTwinWarning`) it warns, naming what changed."""
-    if not _ENGINE:
-        _ENGINE.append(_native_engine())
-        reason = _ENGINE[0]
-        if isinstance(reason, str) and (reason.startswith(STALE_PORT) or "crate changed" in reason):
-            warnings.warn(StaleTwinWarning(f"the Rust engine does not play, the Python core does (slower): {reason}"),
-                          stacklevel=2)
-    return _ENGINE[0]
-
-
-def _native_engine() -> ModuleType | str:
-    module = native.rust()
-    crate = native.crate_dir()
-    if isinstance(module, str):
-        if "crate changed" in module and crate is not None:
-            from .rust_build import stale_sources
-
-            changed = stale_sources(native.native_dir(), crate)
-            if changed:
-                return f"its crate changed since the build: {', '.join(changed)} (make install builds it again)"
-        return module
-    if crate is None:
-        return "no crate beside this installation (native/ of a source checkout)"
-    recorded = recorded_mirrors(crate)
-    if isinstance(recorded, str):
-        return recorded
-    stale = stale_mirrors(recorded)
-    if stale:
-        return f"{STALE_PORT}: {', '.join(stale)} (port the change, then make native-sync)"
-    return module
+from ..core.views import SeatView
+from ..core.worldgen import world_seed
+from ..policies import SEAT_DEFAULT, make_seat_policy
 
 
 def _archetype_seed(world: World, lab_id: str) -> int:
@@ -421,4 +331,4 @@ def world_from_state(state: Mapping[str, Any], params: Any) -> World:
         reward_scale=dict(state["reward_scale"]), judge_mode=state["judge_mode"], version=state["version"])
 
 
-__all__ = ["MIRRORED", "RUST_SEAT_POLICIES", "NativeEpisode", "mirror_digests", "native_engine", "world_from_state"]
+__all__ = ["MOVE_RUST_CANNOT_HOLD", "RUST_SEAT_POLICIES", "WORLD_READ", "NativeEpisode", "world_from_state"]

@@ -1,14 +1,14 @@
-"""Build the Rust engine: ``python -m gpu_arena.rust_build`` (``make install`` runs it).
+"""Build the Rust engine: ``python -m gpu_arena.native.build`` (``make install`` runs it).
 
 Compiles the crate in ``native/`` of a source checkout with cargo, offline: its crates come from
 Debian's packages (``librust-pyo3-dev``, which ``make install`` installs), never from the network.
-The extension module goes into :func:`gpu_arena.core.native.native_dir` beside a manifest
+The extension module goes into :func:`gpu_arena.native.loader.native_dir` beside a manifest
 (``rust.json``) that ties it to the digest of the crate's sources (and records each file's, so a
-stale build names what changed: :func:`stale_sources`); :func:`gpu_arena.core.native.rust` loads it
+stale build names what changed: :func:`stale_sources`); :func:`gpu_arena.native.loader.rust` loads it
 only while that digest matches. Without cargo or the crates it says so and exits non-zero, and the
 Python core runs (decision 0026).
 
-``python -m gpu_arena.rust_build --sync`` (``make native-sync``) is the one writer of
+``python -m gpu_arena.native.build --sync`` (``make native-sync``) is the one writer of
 ``native/mirrors.json``: after a port it builds the crate, records the digests of the Python modules
 the crate mirrors, and runs ``tests/native`` against the new build, putting the old manifest back
 if they fail. :func:`twin_problems` says what keeps the twin from playing (a module edited since
@@ -29,14 +29,14 @@ import sysconfig
 from pathlib import Path
 from typing import Any
 
-from .core.native import RUST_MANIFEST, crate_digest, crate_dir, interpreter_tag, native_dir
+from .loader import RUST_MANIFEST, crate_digest, crate_dir, interpreter_tag, native_dir
 
 CRATE_LIB = "libgpu_arena_rs.so"
 _MYPYC_MANIFEST = "manifest.json"  # the removed kernels build's (decision 0029): cleared by build()
 
 
 def crate_sources(crate: Path) -> dict[str, str]:
-    """The SHA-256 of each source of the crate :func:`~gpu_arena.core.native.crate_digest` covers
+    """The SHA-256 of each source of the crate :func:`~gpu_arena.native.loader.crate_digest` covers
     (its manifests, lock file, cargo config and every ``src/**/*.rs``), by path within the crate."""
     files = [crate / "Cargo.toml", crate / "Cargo.lock", crate / ".cargo" / "config.toml",
              *sorted((crate / "src").rglob("*.rs"))]
@@ -114,10 +114,10 @@ def place(data: bytes, path: Path) -> str:
 def twin_problems(crate: Path | None = None, out: Path | None = None, package: Path | None = None) -> list[str]:
     """What keeps the Rust engine from being the Python core's twin, one line per cause naming the
     Python modules edited since the port (``native/mirrors.json``) or the crate's files changed
-    since the build in ``out`` (default: :func:`~gpu_arena.core.native.native_dir`); ``[]`` where it
+    since the build in ``out`` (default: :func:`~gpu_arena.native.loader.native_dir`); ``[]`` where it
     is level, or where there is no crate to compare (an installed package). A missing build is not
     a problem here (without cargo the Python core plays); a stale one is."""
-    from .native_episode import MIRRORS_FILE, recorded_mirrors, stale_mirrors
+    from .twin import MIRRORS_FILE, recorded_mirrors, stale_mirrors
 
     crate = crate or crate_dir()
     if crate is None:
@@ -142,7 +142,7 @@ def twin_problems(crate: Path | None = None, out: Path | None = None, package: P
 def write_mirrors(crate: Path, package: Path | None = None) -> list[str]:
     """Record in ``native/mirrors.json`` the digest of every module the crate mirrors as it is now;
     returns the modules whose digest changed (the file's one writer: ``make native-sync``)."""
-    from .native_episode import MIRRORED, MIRRORS_FILE, mirror_digests, recorded_mirrors
+    from .twin import MIRRORED, MIRRORS_FILE, mirror_digests, recorded_mirrors
 
     before = recorded_mirrors(crate)
     now = mirror_digests(package)
@@ -157,12 +157,12 @@ def sync(out: Path, *, check: bool = True, quiet: bool = False) -> int:
     manifest as it was is put back. Returns an exit status."""
     crate = crate_dir()
     if crate is None:
-        print("gpu_arena.rust_build: no crate here (native/ of a source checkout)", file=sys.stderr)
+        print("gpu_arena.native.build: no crate here (native/ of a source checkout)", file=sys.stderr)
         return 1
     try:
         build(out, quiet=quiet)
     except (RuntimeError, OSError) as exc:
-        print(f"gpu_arena.rust_build: {exc}\nnative/mirrors.json is unchanged.", file=sys.stderr)
+        print(f"gpu_arena.native.build: {exc}\nnative/mirrors.json is unchanged.", file=sys.stderr)
         return 1
     manifest = crate / "mirrors.json"
     before = manifest.read_bytes() if manifest.is_file() else None
@@ -180,7 +180,7 @@ def sync(out: Path, *, check: bool = True, quiet: bool = False) -> int:
             manifest.unlink()
         else:
             place(before, manifest)
-        print("gpu_arena.rust_build: the Rust engine differs from the Python core (above); "
+        print("gpu_arena.native.build: the Rust engine differs from the Python core (above); "
               "native/mirrors.json is unchanged.", file=sys.stderr)
         return 1
     print("tests/native passed: commit native/mirrors.json with the port")
@@ -201,7 +201,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         build(out, quiet=args.quiet)
     except (RuntimeError, OSError) as exc:
-        print(f"gpu_arena.rust_build: {exc}\nThe Python core runs instead (the same results).", file=sys.stderr)
+        print(f"gpu_arena.native.build: {exc}\nThe Python core runs instead (the same results).", file=sys.stderr)
         return 1
     print(f"built the Rust engine into {out}")
     return 0

@@ -26,7 +26,7 @@ def print_usage(rows: list[dict[str, object]], wide: bool = False) -> None:
 
 def print_seat_returns(results: list[Any]) -> None:
     """Self-play: each seat's mean return per policy and task (every seat is the policy itself)."""
-    from .evaluation.stats import bootstrap_ci
+    from ..evaluation.stats import bootstrap_ci
 
     table = FitTable("Self-play: every seat's return (mean, 95% CI)", ("policy", "task", "seat", "mean", "95% CI", "n"),
                      numeric=("mean", "95% CI", "n"), whole=("seat",))

@@ -43,7 +43,7 @@ def quiet_libraries(models: bool, verbose: bool = False) -> Iterator[None]:
     if verbose or not models:
         yield
         return
-    from .training.progress import quiet_third_party
+    from ..training.progress import quiet_third_party
 
     saved: dict[str, str | None] = {name: os.environ.get(name) for name in QUIET_ENV}
     for name, value in QUIET_ENV.items():

@@ -7,9 +7,9 @@ from typing import Any
 
 import typer
 
-from ..cli_options import split_list
-from ..console import FitTable, console
 from ..core.types import MAX_SEED
+from .console import FitTable, console
+from .options import split_list
 
 MAX_MATCHES = 100_000  # per call: the schedule is built before the first match
 
@@ -35,7 +35,7 @@ def league_run(
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     from ..core.types import TASKS
-    from . import run_league
+    from ..league import run_league
 
     names, task_list = split_list(entrants), split_list(tasks)
     bad = [t for t in task_list if t not in TASKS]
@@ -61,7 +61,7 @@ def league_show(
     cross_play: bool = typer.Option(False, "--cross-play", help="also each pairing's mean surplus"),
 ) -> None:
     """Print a league's ratings (mu, sigma, conservative score), matches and mean surplus."""
-    from . import league_table
+    from ..league import league_table
 
     try:
         table = league_table(db, league)
