@@ -25,10 +25,9 @@ from .core.worldgen import generate_world
 from .models import ArenaAction, ArenaObservation, ArenaState, observation_from_view, read_action
 from .native.episode import RUST_SEAT_POLICIES, NativeEpisode
 from .native.twin import native_engine
-from .policies import SEAT_DEFAULT, make_seat_policy
+from .policies import OpponentsSpec, make_seat_policy
 
 RULE_JUDGE = "rule"
-DEFAULT_OPPONENT = SEAT_DEFAULT  # each opponent seat plays the archetype its world assigned
 ENGINES = ("auto", "python", "rust")
 ENGINE_VARIABLE = "GPU_ARENA_ENGINE"
 DEFAULT_ENGINE = "auto"
@@ -75,9 +74,11 @@ class GpuArenaEnv(Environment[ArenaAction, ArenaObservation, ArenaState]):
         split: ``train`` | ``holdout``.
         seat: the controlled lab id (``lab_0`` by default).
         opponents: a policy name for every other seat, a list in seat order, or a mapping
-            seat -> name or Policy object. Default ``archetypes``: each seat plays the archetype
-            (cooperative, selfish, deadline_panicked, deceptive, retaliatory) its world assigned,
-            with the world's parameters for it.
+            seat -> name or Policy object (or their text forms ``a,b,c`` and ``lab_1=a,lab_2=b``;
+            see :class:`~gpu_arena.policies.opponents.OpponentsSpec`, which this may be too).
+            Default ``archetypes``: each seat plays the archetype (cooperative, selfish,
+            deadline_panicked, deceptive, retaliatory) its world assigned, with the world's
+            parameters for it.
         judge_mode: ``none`` (auctions go to the best bid) or ``rule`` (judge mode: pitches are
             scored against the server's truth).
         judge: in judge mode, who adds an opinion to the rule judge's truth checks: ``rule`` or
@@ -95,7 +96,7 @@ class GpuArenaEnv(Environment[ArenaAction, ArenaObservation, ArenaState]):
     SUPPORTS_CONCURRENT_SESSIONS = True
 
     def __init__(self, task: str = "single_trade", split: str = "train", seat: str = "lab_0",
-                 opponents: str | Sequence[str] | Mapping[str, Any] | None = None,
+                 opponents: str | Sequence[Any] | Mapping[str, Any] | OpponentsSpec | None = None,
                  judge_mode: str = "none", judge: str | PitchJudge | None = None, engine: str | None = None) -> None:
         super().__init__()
         engine = engine if engine is not None else os.environ.get(ENGINE_VARIABLE) or DEFAULT_ENGINE
@@ -137,7 +138,7 @@ class GpuArenaEnv(Environment[ArenaAction, ArenaObservation, ArenaState]):
         world = generate_world(task, split, seed, judge_mode)
         if seat not in world.labs:
             raise ValueError(f"unknown seat {seat!r}; {task} seed {seed} has {', '.join(world.labs)}")
-        chosen = _chosen_opponents(world, seat, args["opponents"])
+        chosen = OpponentsSpec.parse(args["opponents"]).for_seats([lid for lid in world.labs if lid != seat])
         rs = self._native_engine(judge, chosen)
         if isinstance(rs, str):  # the Python core plays it, with these policies
             self._policies = self._build_opponents(world, chosen)
@@ -292,7 +293,7 @@ class GpuArenaEnv(Environment[ArenaAction, ArenaObservation, ArenaState]):
 
     def _native_engine(self, judge: PitchJudge | None, chosen: Mapping[str, Any]) -> Any:
         """The Rust engine where this environment plays the episode there (see ``engine``), else
-        why not; ``chosen``: the other seats' policies, as :func:`_chosen_opponents` reads them."""
+        why not; ``chosen``: the other seats' policies, by seat (``OpponentsSpec.for_seats``)."""
         if self.engine == "python":
             return "engine='python'"
         if judge is not None:
@@ -327,7 +328,7 @@ class GpuArenaEnv(Environment[ArenaAction, ArenaObservation, ArenaState]):
         raise ValueError("judge must be 'rule', an LLM judge name (llm:openai:<model>@<base_url>) or a PitchJudge")
 
     def _build_opponents(self, world: World, chosen: Mapping[str, Any]) -> dict[str, Policy]:
-        """The policies ``chosen`` names (see :func:`_chosen_opponents`), by seat."""
+        """The policies ``chosen`` names or holds, by seat."""
         out: dict[str, Policy] = {}
         for lid, p in chosen.items():
             if isinstance(p, str):
@@ -337,24 +338,6 @@ class GpuArenaEnv(Environment[ArenaAction, ArenaObservation, ArenaState]):
             else:
                 raise ValueError(f"opponent for {lid} must be a policy name or an object with act()")
         return out
-
-
-def _chosen_opponents(world: World, seat: str, spec: Any) -> dict[str, Any]:
-    """What an ``opponents`` argument gives each seat but ``seat``, in world order: a policy name
-    or object (``ValueError`` for a spec that does not fit the world's seats)."""
-    others = [lid for lid in world.labs if lid != seat]
-    if spec is None or isinstance(spec, str):
-        return dict.fromkeys(others, spec or DEFAULT_OPPONENT)
-    if isinstance(spec, Mapping):
-        extra = set(spec) - set(others)
-        if extra:
-            raise ValueError(f"opponents names seats that are not opponents: {', '.join(sorted(extra))}")
-        return {lid: spec.get(lid, DEFAULT_OPPONENT) for lid in others}
-    if isinstance(spec, Sequence):
-        if len(spec) != len(others):
-            raise ValueError(f"opponents lists {len(spec)} policies for {len(others)} seats ({', '.join(others)})")
-        return dict(zip(others, spec, strict=True))
-    raise ValueError("opponents must be a policy name, a list of names, or a mapping seat -> name")
 
 
 def _copy_policies(policies: Mapping[str, Policy]) -> dict[str, Policy]:

@@ -13,7 +13,7 @@ from rich.table import Table
 from ..core.types import MAX_SEED
 from .console import console, quiet_libraries
 from .eval_tables import print_seat_returns, print_usage
-from .options import MAX_SEEDS, judge_options, seat_spec, split_list, task_list
+from .options import MAX_SEEDS, judge_options, opponents_spec, split_list, task_list
 
 
 def evaluate(
@@ -55,7 +55,7 @@ def evaluate(
     from ..evaluation import aggregate, paired_differences, run_evaluation
     from ..evaluation.replay import write_jsonl
     from ..evaluation.report import markdown_table, paired_table
-    from ..evaluation.runner import SELF_PLAY, usage_rows
+    from ..evaluation.runner import usage_rows
     from ..evaluation.store import connect, load_optima, save_optima, save_run, save_usage
 
     pol, tsk = split_list(policies), list(task_list(tasks, "--tasks"))
@@ -69,7 +69,7 @@ def evaluate(
         seed_start = _range_start(seed_range, split, seed_start, seeds)
     seed_list = list(range(seed_start, seed_start + seeds))
     total = len(pol) * len(tsk) * len(seed_list)
-    opp = seat_spec(opponents)
+    opp = opponents_spec(opponents)
     judge_mode, judge = judge_options(judge_mode, judge)
     for target in (out, replays):  # found unwritable before the episodes run, not after
         if target:
@@ -87,7 +87,7 @@ def evaluate(
             with quiet_libraries(any("llm:hf:" in spec for spec in (*pol, opponents)), verbose):
                 results = run_evaluation(pol, tsk, split, seed_list, workers=workers, keep_replays=bool(replays),
                                          optima=optima, progress=lambda n: progress.advance(bar, n),
-                                         opponents=None if opp == "archetypes" else opp, judge_mode=judge_mode,
+                                         opponents=None if opp.is_default else opp, judge_mode=judge_mode,
                                          judge=judge, backend=backend, ray_address=ray_address)
         except ValueError as e:
             raise typer.BadParameter(str(e)) from None
@@ -105,8 +105,8 @@ def evaluate(
         args["backend"] = backend
         if ray_address:
             args["ray_address"] = ray_address
-    if opp != "archetypes":
-        args["opponents"] = opp
+    if not opp.is_default:
+        args["opponents"] = opp.to_value()
     if judge_mode != "none":
         args["judge_mode"] = judge_mode
         args["judge"] = judge or "rule"
@@ -120,10 +120,10 @@ def evaluate(
     save_usage(con, run_id, usage)
     print(markdown_table(rows, escape_html=False))  # a terminal: names as typed
     if paired:
-        same = "each policy against itself" if opp == SELF_PLAY else "same opponents"
+        same = "each policy against itself" if opp.self_play else "same opponents"
         print(f"\nPaired by seed against {ref} (same worlds and shocks, {same}):\n")
         print(paired_table(paired, escape_html=False))
-    if opp == SELF_PLAY:  # every seat is the policy: its seats' returns side by side
+    if opp.self_play:  # every seat is the policy: its seats' returns side by side
         print_seat_returns(results)
     if usage:
         print_usage(usage, wide)

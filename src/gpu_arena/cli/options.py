@@ -4,11 +4,14 @@ status 2) naming the option, raised before the command does any work."""
 
 from __future__ import annotations
 
-import re
+from typing import TYPE_CHECKING
 
 import typer
 
 from ..core.types import TASKS
+
+if TYPE_CHECKING:
+    from ..policies.opponents import OpponentsSpec
 
 MAX_SEEDS = 1_000_000  # worlds or episodes one option may ask for (each is a seed held in memory)
 
@@ -40,14 +43,12 @@ def judge_options(judge_mode: str, judge: str | None) -> tuple[str, str | None]:
     return "rule", judge
 
 
-def seat_spec(value: str) -> str | list[str] | dict[str, str]:
-    """``name`` for every other seat, ``a,b,c`` in seat order, or ``lab_1=name,lab_2=name``."""
-    items = split_list(value)
-    # a seat=policy pair starts with a seat id; an LLM name's options (?mode=json) also hold '='
-    if any(re.match(r"lab_\d+=", x) for x in items):
-        pairs = [x.split("=", 1) for x in items]
-        if any(len(p) != 2 or not p[0] or not p[1] for p in pairs):
-            raise typer.BadParameter(f"expected seat=policy pairs, got {value!r}")
-        return {k.strip(): v.strip() for k, v in pairs}
-    return items if len(items) > 1 else (items[0] if items else "archetypes")
+def opponents_spec(value: str) -> OpponentsSpec:
+    """``--opponents``: one policy for every other seat, ``a,b,c`` in seat order, or
+    ``lab_1=name,lab_2=name`` (see :class:`~gpu_arena.policies.opponents.OpponentsSpec`)."""
+    from ..policies.opponents import OpponentsError, OpponentsSpec
 
+    try:
+        return OpponentsSpec.parse(value)
+    except OpponentsError as e:
+        raise typer.BadParameter(str(e)) from None

@@ -12,7 +12,7 @@ from rich.table import Table
 
 from ..core.types import COMPONENT_COLUMNS
 from .console import console
-from .options import judge_options, seat_spec
+from .options import judge_options, opponents_spec
 
 
 def demo(
@@ -105,32 +105,22 @@ def play(
     from rich.panel import Panel
     from rich.text import Text
 
-    from ..core.worldgen import generate_world, world_seed
+    from ..core.worldgen import generate_world
     from ..env import GpuArenaEnv
     from ..llm import ChatAgent, FormatError, json_mode_instruction, parse_action, render_turn
     from ..llm.prompts import RenderMemory
-    from ..policies import make_policy
+    from ..policies import make_policy, make_seat_policy
     from ..rollout import play_seat
 
     judge_mode, judge = judge_options(judge_mode, judge)
     try:
         world = generate_world(task, split, seed, judge_mode=judge_mode)
-        spec = seat_spec(opponents)
-        others = [lid for lid in world.labs if lid != seat]
+        spec = opponents_spec(opponents)
         if seat not in world.labs:
             raise ValueError(f"unknown seat {seat!r}; this world has {', '.join(world.labs)}")
-        if isinstance(spec, str):
-            names: dict[str, str] = {lid: spec for lid in others}
-        elif isinstance(spec, list):
-            if len(spec) != len(others):
-                raise ValueError(f"{len(spec)} opponents for {len(others)} seats ({', '.join(others)})")
-            names = dict(zip(others, spec, strict=True))
-        else:
-            names = {lid: spec.get(lid, "archetypes") for lid in others}
+        names: dict[str, str] = spec.for_seats([lid for lid in world.labs if lid != seat])
         # built here (as the environment would) so their LLM ledgers can be shown at the end
-        seats = {lid: make_policy(world.labs[lid].archetype if n == "archetypes" else n,
-                                  seed=world_seed(f"policy:{lid}", split, seed), **world.labs[lid].params)
-                 for lid, n in names.items()}
+        seats = {lid: make_seat_policy(world, lid, n) for lid, n in names.items()}
         driver = None if me == "human" else make_policy(me, seed=seed)
         env = GpuArenaEnv(task=task, split=split, seat=seat, opponents=seats, judge_mode=judge_mode, judge=judge)
         obs = env.reset(seed=seed)

@@ -7,7 +7,6 @@ Only typer loads with them; what a check needs of the training stack loads insid
 from __future__ import annotations
 
 import math
-import re
 from typing import Any
 
 import typer
@@ -48,13 +47,17 @@ def check_opponents(value: str | None, *, league: bool = False) -> str | None:
     """One policy for every other seat: ``archetypes``, a policy name (a family's, ``llm:...``, is
     not built here) or, with ``league``, ``league:topK`` (resolved from the store when the run
     starts)."""
-    from ..policies import SEAT_DEFAULT, policy_families, policy_names
+    from ..policies import SEAT_DEFAULT, OpponentsError, OpponentsSpec, policy_families, policy_names
 
     if value is None:
         return None
-    name = value.strip()
-    if not name or "," in name or re.match(r"lab_\d+=", name):
+    try:
+        one = OpponentsSpec.parse(value).one if value.strip() else None
+    except OpponentsError:
+        one = None
+    if not isinstance(one, str):  # nothing, a list in seat order, seat=policy pairs
         raise typer.BadParameter(f"--opponents takes one policy for every other seat, got {value!r}")
+    name = one
     if league and name.startswith("league:"):
         rest = name.removeprefix("league:")
         if not (rest.startswith("top") and rest[3:].isdigit() and int(rest[3:]) >= 1):

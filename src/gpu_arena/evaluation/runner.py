@@ -28,7 +28,7 @@ from ..core.rules import JUDGE_MODES
 from ..core.welfare import social_optimum
 from ..core.worldgen import generate_world
 from ..env import GpuArenaEnv
-from ..policies import install_plugins, make_policy, plugins
+from ..policies import DEFAULT_OPPONENTS, OpponentsSpec, install_plugins, make_policy, plugins
 from ..rollout import play_seat
 
 
@@ -65,23 +65,19 @@ class EpisodeResult:
         return asdict(self)
 
 
-SELF_PLAY = "self"  # as ``opponents``: the evaluated policy fills every other seat too
-
-
 def play_episode(policy: str, task: str, split: str, seed: int, *, opponents: Any = None,
                  keep_replay: bool = False, optimum: float | None = None, judge_mode: str = "none",
                  judge: Any = None) -> EpisodeResult:
     """Play one episode with ``policy`` in seat lab_0 against ``opponents`` (default: the world's
-    archetypes; see ``GpuArenaEnv``; :data:`SELF_PLAY`: ``policy`` in every seat, one instance per
-    seat), in judge mode if asked (``judge``: a model judge's name)."""
-    if opponents == SELF_PLAY:
-        opponents = policy
-    env = GpuArenaEnv(task=task, split=split, opponents=opponents, judge_mode=judge_mode, judge=judge)
+    archetypes; any form ``OpponentsSpec.parse`` reads; ``self``: ``policy`` in every seat, one
+    instance per seat), in judge mode if asked (``judge``: a model judge's name)."""
+    spec = OpponentsSpec.parse(opponents).resolve_self(policy)
+    env = GpuArenaEnv(task=task, split=split, opponents=spec, judge_mode=judge_mode, judge=judge)
     env.reset(seed=seed)
     driver = make_policy(policy, seed=seed)
     played = play_seat(env, driver)
     usage = {"lab_0": _usage("controlled", policy, driver)}
-    usage.update({lid: _usage("opponent", _spec_name(opponents, lid, p), p) for lid, p in env.policies.items()})
+    usage.update({lid: _usage("opponent", _spec_name(spec, lid, p), p) for lid, p in env.policies.items()})
     usage["judge"] = _usage("judge", str(judge), env.judge)
     llm_usage = {k: v for k, v in usage.items() if v is not None}
     return episode_result(env, policy, task, split, seed, episode_return=played.episode_return, columns=played.columns,
@@ -132,15 +128,11 @@ def deal_gain_shares(events: Sequence[Any], lab: str) -> list[float]:
 JOINT_GAIN_EPS = 1e-9  # a deal whose two sides gained less than this together split nothing
 
 
-def _spec_name(spec: Any, seat: str, policy: Any) -> str:
+def _spec_name(spec: OpponentsSpec, seat: str, policy: Any) -> str:
     name = getattr(policy, "name", None)
     if isinstance(name, str):
         return name
-    if isinstance(spec, str):
-        return spec
-    if isinstance(spec, dict) and isinstance(spec.get(seat), str):
-        return str(spec[seat])
-    return type(policy).__name__
+    return spec.name_for(seat) or type(policy).__name__
 
 
 def _usage(role: str, name: str, source: Any) -> dict[str, Any] | None:
@@ -181,17 +173,7 @@ def usage_rows(results: Sequence[EpisodeResult]) -> list[dict[str, Any]]:
 
 
 Optima = dict[tuple[str, str, int], tuple[str, float]]  # (task, split, seed) -> (world fingerprint, optimum)
-OpponentSpec = str | Sequence[str] | Mapping[str, str] | None
-
-
-def _opponent_names(spec: OpponentSpec) -> list[str]:
-    if spec is None or spec == SELF_PLAY:
-        return []  # self-play: the evaluated policies themselves
-    if isinstance(spec, str):
-        return [spec]
-    if isinstance(spec, Mapping):
-        return [str(v) for v in spec.values()]
-    return [str(v) for v in spec]
+Opponents = str | Sequence[str] | Mapping[str, str] | OpponentsSpec | None  # what OpponentsSpec.parse reads
 
 
 @dataclass(frozen=True, slots=True)
@@ -246,7 +228,7 @@ def _pool_context() -> Any:
 
 def run_evaluation(policies: Sequence[str], tasks: Sequence[str], split: str, seeds: Sequence[int], *,
                    workers: int = 1, keep_replays: bool = False, optima: Optima | None = None,
-                   progress: Callable[[int], None] | None = None, opponents: OpponentSpec = None,
+                   progress: Callable[[int], None] | None = None, opponents: Opponents = None,
                    judge_mode: str = "none", judge: str | None = None, backend: str = "process",
                    ray_address: str | None = None) -> list[EpisodeResult]:
     """Every policy × task × seed. ``progress`` is called with the number of episodes just finished.
@@ -254,7 +236,8 @@ def run_evaluation(policies: Sequence[str], tasks: Sequence[str], split: str, se
     ``optima`` caches the exact welfare optimum per world (it costs up to seconds a world); it is
     read, and filled with what this run computed. ``opponents`` (names, so that worker processes
     can build them) fills the other seats: one name for all, a list in seat order or a mapping
-    seat -> name; None or ``archetypes``: the world's archetypes. ``judge_mode="rule"`` plays judge
+    seat -> name, or their text forms (``OpponentsSpec``); None or ``archetypes``: the world's
+    archetypes; ``self``: each evaluated policy in every seat. ``judge_mode="rule"`` plays judge
     mode; ``judge`` names a model judge (``llm:openai:<model>@<base_url>``) to add to the rules.
     ``backend``: ``process`` (a local process pool of ``workers``) or ``ray`` (Ray tasks: a local
     Ray instance with ``workers`` CPUs, or the running cluster at ``ray_address``, e.g. ``auto``
@@ -266,8 +249,10 @@ def run_evaluation(policies: Sequence[str], tasks: Sequence[str], split: str, se
         raise ValueError("ray_address needs backend='ray'")
     for p in policies:
         make_policy(p)  # fail fast on an unknown name, before any worker starts
-    for name in _opponent_names(opponents):
-        if name != "archetypes":
+    spec = OpponentsSpec.parse(opponents)
+    names = () if spec.self_play else spec.names  # self-play: the evaluated policies themselves
+    for name in names:
+        if name != DEFAULT_OPPONENTS:
             make_policy(name)
     if judge_mode not in JUDGE_MODES:
         raise ValueError(f"unknown judge_mode {judge_mode!r}; expected one of {', '.join(JUDGE_MODES)}")
@@ -280,7 +265,7 @@ def run_evaluation(policies: Sequence[str], tasks: Sequence[str], split: str, se
 
         make_judge(str(judge))
     optima = optima if optima is not None else {}
-    jobs = [EvalJob(tuple(policies), task, split, seed, keep_replays, optima.get((task, split, seed)), opponents,
+    jobs = [EvalJob(tuple(policies), task, split, seed, keep_replays, optima.get((task, split, seed)), spec,
                     judge_mode, judge) for task in tasks for seed in seeds]
     results: list[EpisodeResult] = []
 
@@ -292,7 +277,7 @@ def run_evaluation(policies: Sequence[str], tasks: Sequence[str], split: str, se
             progress(len(policies))
 
     if backend == "ray":
-        run_on_ray(_job, jobs, workers, ray_address, collect, names={*policies, *_opponent_names(opponents)})
+        run_on_ray(_job, jobs, workers, ray_address, collect, names={*policies, *names})
     elif workers <= 1:
         for job in jobs:
             collect(job, _job(job))

@@ -22,6 +22,7 @@ from ..core.types import World
 from ..core.worldgen import world_seed
 from .archetypes import ARCHETYPES
 from .baselines import AlwaysAcceptPolicy, GreedyHoarderPolicy, OraclePolicy, RuleExpertPolicy
+from .opponents import DEFAULT_OPPONENTS, SELF_PLAY, OpponentsError, OpponentsSpec
 
 _REGISTRY: dict[str, Callable[..., Policy]] = {
     "wait": WaitPolicy,
@@ -142,6 +143,6 @@ def _build(factory: Callable[..., Policy], params: dict[str, Any], *args: Any) -
     return factory(*args, **{k: v for k, v in params.items() if k in accepted})
 
 
-__all__ = ["ARCHETYPES", "BASELINES", "FAMILY_ENTRY_POINTS", "SEAT_DEFAULT", "Policy", "install_plugins", "make_policy",
-           "make_seat_policy", "plugins",
+__all__ = ["ARCHETYPES", "BASELINES", "DEFAULT_OPPONENTS", "FAMILY_ENTRY_POINTS", "SEAT_DEFAULT", "SELF_PLAY",
+           "OpponentsError", "OpponentsSpec", "Policy", "install_plugins", "make_policy", "make_seat_policy", "plugins",
            "policy_families", "policy_names", "register_policy", "register_policy_family"]

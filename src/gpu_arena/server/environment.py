@@ -23,7 +23,7 @@ from ..core.views import ResultView
 from ..env import GpuArenaEnv
 from ..models import ArenaObservation, ArenaState
 from ..native.episode import NativeEpisode
-from ..policies import policy_names
+from ..policies import OpponentsSpec, policy_names
 from .errors import InvalidResetArguments, ReplayMismatch, SessionExpiredError, UnknownSplit
 from .recorder import EpisodeRecorder
 from .settings import ServerSettings
@@ -71,11 +71,12 @@ class ResetArgs(BaseModel):
     def _known_policies(cls, v: str | list[str] | dict[str, str] | None) -> str | list[str] | dict[str, str] | None:
         if v is None:
             return v
-        names = [v] if isinstance(v, str) else list(v.values()) if isinstance(v, dict) else v
         if not isinstance(v, str) and not 0 < len(v) <= MAX_SEATS:
             raise ValueError(f"opponents must name 1 to {MAX_SEATS} seats")
+        spec = OpponentsSpec.parse(v)  # an OpponentsError is a ValueError: a 422
         known = {DEFAULT_OPPONENTS, *policy_names()}
-        for name in names:
+        # on the wire a string is one registered name as typed (the command line's text forms are not)
+        for name in (v,) if isinstance(v, str) and spec.one != v else spec.names:
             if len(name) > MAX_NAME or name not in known:
                 raise ValueError(f"unknown policy {name[:MAX_NAME]!r}; known: {', '.join(sorted(known))}")
         return v
