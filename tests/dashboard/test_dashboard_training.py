@@ -122,6 +122,21 @@ def test_compare_defaults_to_the_training_task_and_the_widest_gap(client: TestCl
     assert out == _get(client, f"/api/training/pipelines/{rid}/compare?task={PIPELINE_TASK}&seed={widest}")
 
 
+def test_compare_puts_the_whole_task_beside_the_world(client: TestClient, stored: dict[str, Any]) -> None:
+    ev = stored["evidence"]
+    out = _get(client, f"/api/training/pipelines/{stored['run']['id']}/compare")
+    summary = out["task_summary"]
+    want = [r for r in ev["results"] if r["task"] == PIPELINE_TASK]
+    assert [r["role"] for r in summary["roles"]] == [r["role"] for r in want]
+    assert {"trained", "sft", "no_negotiation"} <= {r["role"] for r in summary["roles"]}
+    for got, row in zip(summary["roles"], want, strict=True):
+        assert (got["n"], got["mean"], got["deal_rate"]) == (row["n"], row["mean"], row["deal_rate"])
+        assert "gain_share" in got  # None where the policy settled no deal
+    comparisons = [c for c in ev["comparisons"] if c["task"] == PIPELINE_TASK]
+    assert [(c["comparison"], c["mean_diff"]) for c in summary["comparisons"]] == \
+        [(c["comparison"], c["mean_diff"]) for c in comparisons]
+
+
 def test_compare_shows_both_stored_episodes_round_by_round(client: TestClient, stored: dict[str, Any],
                                                             store: Path) -> None:
     ev, rid = stored["evidence"], stored["run"]["id"]
@@ -268,6 +283,14 @@ def shown_both(page: Any, compare: dict[str, Any]) -> None:
         assert rows.count() == len(side["rounds"]) > 0
         assert [int(r) for r in rows.evaluate_all("rs => rs.map((r) => r.dataset.round)")] == [r["round"] for r in side["rounds"]]
     assert page.locator("#ba-chart g[data-series] polyline").count() == 2
+    # the whole task beside the one world: every role's row and the task's paired comparisons
+    summary = compare["task_summary"]
+    for row in summary["roles"]:
+        assert float(page.get_attribute(f"#ba-overall-roles tr[data-role='{row['role']}']", "data-mean")) == \
+            pytest.approx(row["mean"], abs=1e-12)
+    for c in summary["comparisons"]:
+        assert _value(page, f"#ba-overall-comparisons tr[data-comparison='{c['comparison']}']") == \
+            pytest.approx(c["mean_diff"], abs=1e-12)
 
 
 def test_browser_training_shows_the_pipeline_stages_curves(page: Any) -> None:

@@ -203,7 +203,23 @@ def compare_episodes(con: sqlite3.Connection, run: dict[str, Any], task: str | N
                        "seat": record.get("seat") or "lab_0", "rounds": _rounds(record)}
     return {"run_id": run["id"], "eval_run_id": eval_run, "task": task, "split": "holdout", "seed": seed,
             "tasks": tasks, "seeds": seeds, "default_seed": default["seed"],
-            "diff": sides["trained"]["episode_return"] - sides["sft"]["episode_return"], "sides": sides}
+            "diff": sides["trained"]["episode_return"] - sides["sft"]["episode_return"], "sides": sides,
+            "task_summary": task_summary(evidence, str(task))}
+
+
+# what the task summary keeps of an evaluation row and of a paired comparison
+SUMMARY_ROW = ("n", "mean", "deal_rate", "gain_share", "surplus_over_batna", "welfare_ratio")
+SUMMARY_COMPARISON = ("comparison", "n", "mean_diff", "ci_low", "ci_high", "wins", "losses")
+
+
+def task_summary(evidence: dict[str, Any], task: str) -> dict[str, Any]:
+    """The evidence on ``task`` over all its holdout worlds: each evaluated role's row (return, deal
+    rate, gain share, surplus) and the paired comparisons, so the one world shown sits beside the whole."""
+    roles = [{"role": str(r.get("role") or r.get("policy")), **{k: r.get(k) for k in SUMMARY_ROW}}
+             for r in evidence.get("results") or [] if isinstance(r, dict) and r.get("task") == task]
+    comparisons = [{k: c.get(k) for k in SUMMARY_COMPARISON}
+                   for c in evidence.get("comparisons") or [] if isinstance(c, dict) and c.get("task") == task]
+    return {"roles": roles, "comparisons": comparisons}
 
 
 def add_pipeline_routes(router: APIRouter, read: Reader, db: str | None) -> None:

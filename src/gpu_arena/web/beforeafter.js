@@ -78,6 +78,20 @@ function render(d) {
     return { attrs: { "data-seed": String(s.seed) }, cells: [pick, signed(s.sft), signed(s.trained), signed(s.diff)] };
   })));
   for (const role of ROLES) renderSide(role, d.sides[role]);
+  renderOverall(d.task, d.task_summary);
+}
+
+const share = (v) => (v === null || v === undefined ? "–" : v.toFixed(3));
+
+// the whole task beside the one world: every role's row and the paired comparisons, from the evidence
+function renderOverall(task, summary) {
+  const { roles = [], comparisons = [] } = summary ?? {};
+  clear($("#ba-overall-roles")).append(grid(["policy", "n", "mean return", "deal rate", "gain share", "surplus"],
+    roles.map((r) => ({ attrs: { "data-role": r.role, "data-mean": String(r.mean) },
+      cells: [r.role, String(r.n), signed(r.mean), share(r.deal_rate), share(r.gain_share), signed(r.surplus_over_batna, 2)] }))));
+  clear($("#ba-overall-comparisons")).append(grid([`${task}: comparison`, "mean difference", "95% CI", "wins / losses"],
+    comparisons.map((c) => ({ attrs: { "data-comparison": c.comparison, "data-value": String(c.mean_diff) },
+      cells: [c.comparison, signed(c.mean_diff), `[${signed(c.ci_low)}, ${signed(c.ci_high)}]`, `${c.wins} / ${c.losses}`] }))));
 }
 
 function renderSide(role, side) {
