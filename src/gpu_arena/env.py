@@ -75,7 +75,7 @@ class GpuArenaEnv(Environment[ArenaAction, ArenaObservation, ArenaState]):
         seat: the controlled lab id (``lab_0`` by default).
         opponents: a policy name for every other seat, a list in seat order, or a mapping
             seat -> name or Policy object (or their text forms ``a,b,c`` and ``lab_1=a,lab_2=b``;
-            see :class:`~gpu_arena.policies.opponents.OpponentsSpec`, which this may be too).
+            see :class:`~gpu_arena.core.opponents.OpponentsSpec`, which this may be too).
             Default ``archetypes``: each seat plays the archetype (cooperative, selfish,
             deadline_panicked, deceptive, retaliatory) its world assigned, with the world's
             parameters for it.

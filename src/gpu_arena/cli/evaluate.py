@@ -10,6 +10,7 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
+from ..core.opponents import DEFAULT_OPPONENTS
 from ..core.types import MAX_SEED
 from .console import console, quiet_libraries
 from .eval_tables import print_seat_returns, print_usage
@@ -36,7 +37,7 @@ def evaluate(
     db: str | None = typer.Option(None, help="SQLite store (default .arena/arena.db or $GPU_ARENA_DB)"),
     reference: str | None = typer.Option(None, help="policy compared seed by seed with every other "
                                                      "(default: the first of --policies)"),
-    opponents: str = typer.Option("archetypes", help="the other seats: one policy for all (e.g. "
+    opponents: str = typer.Option(DEFAULT_OPPONENTS, help="the other seats: one policy for all (e.g. "
                                                      "llm:openai:<model>@<base_url>), a list in seat order (a,b,c) "
                                                      "or seat=policy pairs; archetypes: the world's mix; self: "
                                                      "each evaluated policy in every seat (self-play)"),

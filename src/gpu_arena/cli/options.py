@@ -11,7 +11,7 @@ import typer
 from ..core.types import TASKS
 
 if TYPE_CHECKING:
-    from ..policies.opponents import OpponentsSpec
+    from ..core.opponents import OpponentsSpec
 
 MAX_SEEDS = 1_000_000  # worlds or episodes one option may ask for (each is a seed held in memory)
 
@@ -45,8 +45,8 @@ def judge_options(judge_mode: str, judge: str | None) -> tuple[str, str | None]:
 
 def opponents_spec(value: str) -> OpponentsSpec:
     """``--opponents``: one policy for every other seat, ``a,b,c`` in seat order, or
-    ``lab_1=name,lab_2=name`` (see :class:`~gpu_arena.policies.opponents.OpponentsSpec`)."""
-    from ..policies.opponents import OpponentsError, OpponentsSpec
+    ``lab_1=name,lab_2=name`` (see :class:`~gpu_arena.core.opponents.OpponentsSpec`)."""
+    from ..core.opponents import OpponentsError, OpponentsSpec
 
     try:
         return OpponentsSpec.parse(value)

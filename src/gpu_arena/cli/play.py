@@ -10,6 +10,7 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
+from ..core.opponents import DEFAULT_OPPONENTS
 from ..core.types import COMPONENT_COLUMNS
 from .console import console
 from .options import judge_options, opponents_spec
@@ -20,7 +21,7 @@ def demo(
     seed: int = typer.Option(7, help="world seed"),
     split: str = typer.Option("train", help="train | holdout"),
     policy: str = typer.Option("rule_expert", help="policy driving the controlled seat (lab_0)"),
-    opponents: str = typer.Option("archetypes", help="policy for every other seat (archetypes: the world's mix)"),
+    opponents: str = typer.Option(DEFAULT_OPPONENTS, help="policy for every other seat (archetypes: the world's mix)"),
     as_json: bool = typer.Option(False, "--json", help="print the transcript and metrics as JSON"),
 ) -> None:
     """Play one episode in-process and show every round: actions, results and reward columns."""
@@ -95,7 +96,7 @@ def play(
     seat: str = typer.Option("lab_0", help="the seat you (or --me) play"),
     me: str = typer.Option("human", help="'human' (type actions) or any policy name, e.g. "
                                          "llm:openai:<model>@<base_url> or rule_expert"),
-    opponents: str = typer.Option("archetypes", help="one policy for every other seat, a list in seat order "
+    opponents: str = typer.Option(DEFAULT_OPPONENTS, help="one policy for every other seat, a list in seat order "
                                                      "(a,b,c) or seat=policy pairs (lab_1=llm:hf:<path>,lab_2=selfish)"),
     judge_mode: str = typer.Option("none", help="none | rule"),
     judge: str | None = typer.Option(None, help="a model judge added to the rule judge, "

@@ -47,7 +47,7 @@ def check_opponents(value: str | None, *, league: bool = False) -> str | None:
     """One policy for every other seat: ``archetypes``, a policy name (a family's, ``llm:...``, is
     not built here) or, with ``league``, ``league:topK`` (resolved from the store when the run
     starts)."""
-    from ..policies import SEAT_DEFAULT, OpponentsError, OpponentsSpec, policy_families, policy_names
+    from ..policies import DEFAULT_OPPONENTS, OpponentsError, OpponentsSpec, policy_families, policy_names
 
     if value is None:
         return None
@@ -64,8 +64,8 @@ def check_opponents(value: str | None, *, league: bool = False) -> str | None:
             raise typer.BadParameter(f"--opponents: expected league:topK (K >= 1), got {value!r}")
         return name
     prefix, family, _ = name.partition(":")
-    if name != SEAT_DEFAULT and name not in policy_names() and not (family and prefix in policy_families()):
-        known = [SEAT_DEFAULT, *policy_names(), *(f"{p}:..." for p in policy_families())]
+    if name != DEFAULT_OPPONENTS and name not in policy_names() and not (family and prefix in policy_families()):
+        known = [DEFAULT_OPPONENTS, *policy_names(), *(f"{p}:..." for p in policy_families())]
         raise typer.BadParameter(f"--opponents: unknown policy {name!r}; expected one of {', '.join(known)}")
     return name
 

@@ -25,8 +25,8 @@ from .. import __version__
 from ..core.rules import JUDGE_MODES
 from ..core.types import ACTION_TYPES, COMPONENT_COLUMNS, PENALTY_COLUMNS, REWARD_COLUMNS, SPLITS, TASKS
 from ..evaluation.store import StoreError, db_path, latest_run, latest_run_for_split
-from ..policies import ARCHETYPES, BASELINES, policy_names
-from ..server.environment import DEFAULT_OPPONENTS, seat_policies, task_spec
+from ..policies import ARCHETYPES, BASELINES, DEFAULT_OPPONENTS, policy_names
+from ..server.environment import seat_policies, task_spec
 from ..server.episodes import open_store_read_only
 from ..server.errors import TrainingRunNotFound, responses
 from ..server.settings import ServerSettings

@@ -8,7 +8,7 @@ from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
 from typing import Any
 
-from ..policies import make_policy
+from ..policies import DEFAULT_OPPONENTS, make_policy
 from .play import SeatResult, play_match
 from .ratings import rate
 from .schedule import LeagueMatch, league_key, scheduled
@@ -25,7 +25,7 @@ def run_league(entrants: list[str], tasks: list[str], matches: int, seed: int, *
     if backend not in ("process", "ray"):
         raise ValueError(f"unknown backend {backend!r}; expected process or ray")
     for name in entrants:
-        if name != "archetypes":
+        if name != DEFAULT_OPPONENTS:
             make_policy(name)  # an unknown name fails here, before any match is played
     league = league_key(entrants, tasks, seed)
     con = connect_league(db)

@@ -8,7 +8,7 @@ from typing import Any
 from ..core.allocation import solve
 from ..core.engine import Episode
 from ..core.policy import Policy, policy_move
-from ..policies import make_seat_policy
+from ..policies import DEFAULT_OPPONENTS, make_seat_policy
 from .schedule import LeagueMatch
 
 
@@ -42,11 +42,11 @@ def play_match(match: LeagueMatch) -> dict[str, Any]:
     episode = Episode.new(match.task, match.split, match.seed, controlled=())
     world = episode.world
     names = dict(match.seats)
-    policies: dict[str, Policy] = {lab: make_seat_policy(world, lab, names.get(lab, "archetypes"))
+    policies: dict[str, Policy] = {lab: make_seat_policy(world, lab, names.get(lab, DEFAULT_OPPONENTS))
                                    for lab in world.labs}
     while not episode.done:  # a broken entrant loses its move, not the league (policy_move)
         episode.step({lab: policy_move(policy, episode, lab) for lab, policy in policies.items()})
-    seats = [asdict(SeatResult(lab, names.get(lab, "archetypes"),
+    seats = [asdict(SeatResult(lab, names.get(lab, DEFAULT_OPPONENTS),
                                episode.potential(lab) - world.initial_potential[lab], episode.returns[lab],
                                lab_state.deals, lab_state.invalid_actions))
              for lab, lab_state in world.labs.items()]

@@ -15,9 +15,8 @@ from typing import Any
 
 from openskill.models import PlackettLuce
 
+from ..core.opponents import DEFAULT_OPPONENTS
 from ..evaluation.stats import bootstrap_ci
-
-ARCHETYPES_SEAT = "archetypes"
 
 
 def _ranks(surpluses: list[float]) -> list[float]:
@@ -52,7 +51,7 @@ def rate(records: Iterable[Mapping[str, Any]], entrants: Iterable[str]) -> dict[
     pair_matches: dict[tuple[str, str], list[int]] = {}
     pair_refs: dict[tuple[str, str], list[str]] = {}
     for rec in sorted(records, key=lambda r: int(r["index"])):
-        seats = [s for s in rec["seats"] if s["entrant"] != ARCHETYPES_SEAT and s["entrant"] in players]
+        seats = [s for s in rec["seats"] if s["entrant"] != DEFAULT_OPPONENTS and s["entrant"] in players]
         if rec["self_play"]:
             for s in seats:
                 selfp[s["entrant"]].append(float(s["surplus"]))

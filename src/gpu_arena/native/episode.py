@@ -43,7 +43,7 @@ from ..core.types import (
 )
 from ..core.views import SeatView
 from ..core.worldgen import world_seed
-from ..policies import SEAT_DEFAULT, make_seat_policy
+from ..policies import DEFAULT_OPPONENTS, make_seat_policy
 
 
 def _archetype_seed(world: World, lab_id: str) -> int:
@@ -52,7 +52,7 @@ def _archetype_seed(world: World, lab_id: str) -> int:
 
 
 # the seat policies Rust plays (by make_seat_policy's names): each seat's archetype, random_valid
-RUST_SEAT_POLICIES = frozenset({SEAT_DEFAULT, "random_valid"})
+RUST_SEAT_POLICIES = frozenset({DEFAULT_OPPONENTS, "random_valid"})
 
 # why an episode moved to the Python core (NativeEpisode.moved_reason)
 WORLD_READ = "world read"
@@ -72,12 +72,12 @@ class NativeEpisode:
         self.controlled: tuple[str, ...] = (seat,)
         self._params = world.params  # the task's ranges: read, never changed, not kept in Rust
         self._native = rs.Episode(world, [seat])
-        self._names = {lid: (opponents or {}).get(lid, SEAT_DEFAULT) for lid in world.labs if lid != seat}
+        self._names = {lid: (opponents or {}).get(lid, DEFAULT_OPPONENTS) for lid in world.labs if lid != seat}
         for lid, name in self._names.items():
             if name not in RUST_SEAT_POLICIES:
                 raise ValueError(f"Rust plays {', '.join(sorted(RUST_SEAT_POLICIES))}, not {name!r}")
             lab = world.labs[lid]
-            self._native.add_opponent(lid, lab.archetype if name == SEAT_DEFAULT else name,
+            self._native.add_opponent(lid, lab.archetype if name == DEFAULT_OPPONENTS else name,
                                       _archetype_seed(world, lid), dict(lab.params))
         self._step = 0  # rounds played: keys the copies below
         self._copies: dict[str, tuple[int, Any]] = {}

@@ -17,12 +17,12 @@ from functools import lru_cache
 from importlib.metadata import entry_points
 from typing import Any
 
+from ..core.opponents import DEFAULT_OPPONENTS, SELF_PLAY, OpponentsError, OpponentsSpec
 from ..core.policy import NoNegotiationPolicy, Policy, RandomPolicy, WaitPolicy
 from ..core.types import World
 from ..core.worldgen import world_seed
 from .archetypes import ARCHETYPES
 from .baselines import AlwaysAcceptPolicy, GreedyHoarderPolicy, OraclePolicy, RuleExpertPolicy
-from .opponents import DEFAULT_OPPONENTS, SELF_PLAY, OpponentsError, OpponentsSpec
 
 _REGISTRY: dict[str, Callable[..., Policy]] = {
     "wait": WaitPolicy,
@@ -108,15 +108,12 @@ def make_policy(name: str, **params: Any) -> Policy:
     return _build(factory, params)
 
 
-SEAT_DEFAULT = "archetypes"  # a seat plays the archetype its world assigned it, with the world's parameters
-
-
-def make_seat_policy(world: World, lab_id: str, name: str = SEAT_DEFAULT) -> Policy:
+def make_seat_policy(world: World, lab_id: str, name: str = DEFAULT_OPPONENTS) -> Policy:
     """The policy ``name`` for seat ``lab_id`` of ``world``: ``archetypes`` is the seat's own
     archetype; every policy gets the seat's world parameters and a seed drawn from the world's
     (the same seat of the same world always plays the same way)."""
     lab = world.labs[lab_id]
-    chosen = lab.archetype if name == SEAT_DEFAULT else name
+    chosen = lab.archetype if name == DEFAULT_OPPONENTS else name
     return make_policy(chosen, seed=world_seed(f"policy:{lab_id}", world.split, world.seed), **lab.params)
 
 
@@ -143,6 +140,6 @@ def _build(factory: Callable[..., Policy], params: dict[str, Any], *args: Any) -
     return factory(*args, **{k: v for k, v in params.items() if k in accepted})
 
 
-__all__ = ["ARCHETYPES", "BASELINES", "DEFAULT_OPPONENTS", "FAMILY_ENTRY_POINTS", "SEAT_DEFAULT", "SELF_PLAY",
+__all__ = ["ARCHETYPES", "BASELINES", "DEFAULT_OPPONENTS", "FAMILY_ENTRY_POINTS", "SELF_PLAY",
            "OpponentsError", "OpponentsSpec", "Policy", "install_plugins", "make_policy", "make_seat_policy", "plugins",
            "policy_families", "policy_names", "register_policy", "register_policy_family"]

@@ -23,7 +23,7 @@ from ..core.views import ResultView
 from ..env import GpuArenaEnv
 from ..models import ArenaObservation, ArenaState
 from ..native.episode import NativeEpisode
-from ..policies import OpponentsSpec, policy_names
+from ..policies import DEFAULT_OPPONENTS, OpponentsSpec, policy_names
 from .errors import InvalidResetArguments, ReplayMismatch, SessionExpiredError, UnknownSplit
 from .recorder import EpisodeRecorder
 from .settings import ServerSettings
@@ -38,7 +38,6 @@ assert (get_args(TaskName), get_args(SplitName), get_args(JudgeMode)) == (TASKS,
 
 MAX_NAME = 32
 MAX_SEATS = 8
-DEFAULT_OPPONENTS = "archetypes"
 REPLAY_FORMAT = "gpu_arena.replay/1"
 
 

@@ -22,6 +22,7 @@ from collections.abc import Sequence
 from contextlib import closing
 from typing import Any
 
+from ..core.opponents import DEFAULT_OPPONENTS
 from ..evaluation.store import StoreError, db_path, load_served_episode, stored_json
 from .recorder import EpisodeRecorder
 from .settings import ServerSettings
@@ -30,7 +31,6 @@ SERVED_REF = re.compile(r"^[0-9a-f]{32}$")
 EVAL_REF = re.compile(r"^eval-([0-9]{1,18})-([0-9]{1,18})$")
 LEAGUE_REF = re.compile(r"^league-([0-9]{1,18})$")
 EPISODE_REF_PATTERN = r"^([0-9a-f]{32}|eval-[0-9]{1,18}-[0-9]{1,18}|league-[0-9]{1,18})$"
-DEFAULT_OPPONENTS = "archetypes"
 
 
 def eval_ref(run_id: int, row: int) -> str:
@@ -77,7 +77,7 @@ def league_replay(record: dict[str, Any], ref: str, created_at: str) -> dict[str
     replay must not load a checkpoint or call an endpoint."""
     if "transcript" not in record:
         return None  # stored before league matches kept their transcripts
-    seats = sorted(record["seats"], key=lambda s: (s["entrant"] == "archetypes", -s["surplus"], s["lab"]))
+    seats = sorted(record["seats"], key=lambda s: (s["entrant"] == DEFAULT_OPPONENTS, -s["surplus"], s["lab"]))
     me = seats[0]
     opponents = {s["lab"]: ("wait" if ":" in s["entrant"] else s["entrant"]) for s in seats[1:]}
     return {"task": record["task"], "split": record["split"], "seed": record["seed"], "seat": me["lab"],

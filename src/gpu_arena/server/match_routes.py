@@ -25,7 +25,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from ..core.types import SPLITS, TASKS
 from ..models import ArenaAction, ArenaObservation, read_action
-from ..policies import SEAT_DEFAULT, policy_families, policy_names
+from ..policies import DEFAULT_OPPONENTS, policy_families, policy_names
 from .environment import MAX_NAME
 from .errors import ArenaRequestError, responses
 from .matches import REMOTE, Match, MatchManager, MissingToken
@@ -39,7 +39,7 @@ MAX_SEATS = 8
 def seat_kinds() -> list[str]:
     """What may fill a seat: ``remote``, ``archetypes`` (the world's own), any registered policy,
     or a name of a registered family (``llm:...``)."""
-    return [REMOTE, SEAT_DEFAULT, *policy_names()]
+    return [REMOTE, DEFAULT_OPPONENTS, *policy_names()]
 
 
 class MatchArgs(BaseModel):

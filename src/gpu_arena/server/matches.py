@@ -29,7 +29,7 @@ from ..core.engine import Episode
 from ..core.policy import Policy, policy_move
 from ..core.types import Action, RejectedAction
 from ..models import ArenaObservation, observation_from_view
-from ..policies import make_seat_policy
+from ..policies import DEFAULT_OPPONENTS, make_seat_policy
 from .environment import REPLAY_FORMAT
 from .errors import ArenaRequestError, CapacityReached
 from .recorder import EpisodeRecorder
@@ -221,7 +221,7 @@ class MatchManager:
         if unknown:
             raise SeatNotFound(f"{task} seed {seed} has no seat {', '.join(sorted(unknown))}; seats: {', '.join(labs)}",
                                status=422)
-        kinds = {lab: seats.get(lab, "archetypes") for lab in labs}
+        kinds = {lab: seats.get(lab, DEFAULT_OPPONENTS) for lab in labs}
         if REMOTE not in kinds.values():
             raise ArenaRequestError("a match needs at least one remote seat", code="no_remote_seat", status=422)
         refused = sorted(lab for lab, kind in kinds.items() if ":" in kind)

@@ -33,6 +33,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, cast
 
+from ..core.opponents import DEFAULT_OPPONENTS
 from ..core.tasks import task_params
 from ..core.types import SPLITS, TASKS
 from ..llm import tools
@@ -195,7 +196,7 @@ def build_sft_records(spec: SFTDataSpec, progress: Any = None) -> tuple[list[Epi
     provenance = {
         "format": "gpu_arena.sft/1",
         "policy": spec.policy, "tasks": list(spec.tasks), "split": spec.split, "seeds": list(spec.seeds),
-        "mode": spec.mode, "opponents": spec.opponents or "archetypes",
+        "mode": spec.mode, "opponents": spec.opponents or DEFAULT_OPPONENTS,
         "filter": {"min_return": spec.min_return, "top_fraction": spec.top_fraction},
         "episodes_played": len(played), "episodes_kept": len(kept),
         "mean_return_played": _mean(r.episode_return for r in played),

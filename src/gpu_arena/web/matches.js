@@ -32,11 +32,12 @@ export function initMatches(ov, actionSpace) {
 // one select per seat a world of this task can have: the first two remote, the rest the world's archetypes
 function seatChoices() {
   const task = overview.tasks.find((t) => t.task === $("#match-task").value);
-  const kinds = ["remote", "archetypes", ...overview.policies.seat];
+  const fallback = overview.policies.default_opponents;
+  const kinds = ["remote", fallback, ...overview.policies.seat];
   const box = clear($("#match-seats"));
   for (let i = 0; i < task.labs[1]; i++) {
     const select = h("select", { id: `match-seat-lab_${i}`, "data-seat": `lab_${i}` });
-    fill(select, kinds, i < 2 ? "remote" : "archetypes");
+    fill(select, kinds, i < 2 ? "remote" : fallback);
     box.append(h("label", {}, `lab_${i} `, select));
   }
   if (task.labs[0] !== task.labs[1]) {
@@ -55,7 +56,7 @@ async function start() {
   if (!Number.isInteger(seed) || seed < 0) throw new Error("the seed must be a whole number ≥ 0");
   const seats = {};
   for (const select of document.querySelectorAll("#match-seats select")) {
-    if (select.value !== "archetypes") seats[select.dataset.seat] = select.value;
+    if (select.value !== overview.policies.default_opponents) seats[select.dataset.seat] = select.value;
   }
   const created = await api("/api/matches", {
     method: "POST",
