@@ -16,10 +16,11 @@ from typing import Any
 import uvicorn
 
 from gpu_arena.client import action_payload
+from gpu_arena.dashboard.app import create_arena_app
 from gpu_arena.env import GpuArenaEnv
 from gpu_arena.models import ArenaObservation
 from gpu_arena.policies import make_policy
-from gpu_arena.server.app import create_arena_app, uvicorn_options
+from gpu_arena.server.app import uvicorn_options
 from gpu_arena.server.settings import ServerSettings
 
 TASKS = ("single_trade", "market_round", "coalition_market")

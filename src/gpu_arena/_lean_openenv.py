@@ -13,7 +13,7 @@ Importing this module marks that one module as absent (``sys.modules[name] = Non
 answers with ``ModuleNotFoundError``), so OpenEnv takes its own no-web-interface path. Nothing
 else of OpenEnv changes. It does nothing when OpenEnv's server package is already imported, or
 when OpenEnv's web interface is asked for with its own switch ``ENABLE_WEB_INTERFACE=true``
-(``create_arena_app`` checks the switch again, so it may also be set after this import).
+(``create_server_app`` checks the switch again, so it may also be set after this import).
 """
 
 from __future__ import annotations

@@ -20,12 +20,12 @@ from fastapi.testclient import TestClient
 
 from dashboard_helpers import store_eval_run, store_training_run
 from gpu_arena.core.types import ACTION_TYPES, REWARD_COLUMNS, TASKS
+from gpu_arena.dashboard.app import create_arena_app
 from gpu_arena.dashboard.routes import web_dir
 from gpu_arena.evaluation.replay import replay_episode
 from gpu_arena.evaluation.store import connect, load_run
 from gpu_arena.models import ArenaObservation
 from gpu_arena.policies import policy_names
-from gpu_arena.server.app import create_arena_app
 from server_helpers import Plan, comparable, replay_in_process, running_server, settings_for
 
 

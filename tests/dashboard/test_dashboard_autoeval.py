@@ -17,8 +17,8 @@ from fastapi.testclient import TestClient
 from typer.testing import CliRunner
 
 from dashboard_helpers import store_eval_run
+from gpu_arena.dashboard.app import create_arena_app
 from gpu_arena.evaluation.store import connect, latest_run
-from gpu_arena.server.app import create_arena_app
 from gpu_arena.server.settings import ServerSettings
 from server_helpers import running_server, settings_for
 
@@ -130,11 +130,11 @@ def test_it_stops_at_its_time_limit_and_with_the_server(tmp_path: Path) -> None:
 
 
 def test_gpu_arena_serve_turns_it_on_unless_told_not_to(monkeypatch: pytest.MonkeyPatch) -> None:
-    import gpu_arena.server.app as server_app
+    import gpu_arena.dashboard.app as arena_app
     from gpu_arena.cli import app
 
     seen: list[ServerSettings] = []
-    monkeypatch.setattr(server_app, "serve", lambda settings, log_level="info": seen.append(settings))
+    monkeypatch.setattr(arena_app, "serve", lambda settings, log_level="info": seen.append(settings))
     monkeypatch.delenv("GPU_ARENA_AUTO_EVAL", raising=False)
     runner = CliRunner()
     assert runner.invoke(app, ["serve"]).exit_code == 0

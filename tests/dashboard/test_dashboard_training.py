@@ -19,8 +19,8 @@ import pytest
 from fastapi.testclient import TestClient
 
 from dashboard_helpers import PIPELINE_TASK, pipeline_store, watched
+from gpu_arena.dashboard.app import create_arena_app
 from gpu_arena.evaluation.store import load_replay, load_returns
-from gpu_arena.server.app import create_arena_app
 from gpu_arena.training.runlog import connect as connect_runs
 from gpu_arena.training.runlog import finish_run, list_training_runs, log_metrics, start_run
 from server_helpers import running_server, settings_for

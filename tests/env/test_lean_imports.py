@@ -26,7 +26,7 @@ def loaded(setup: str, **env: str) -> dict[str, bool]:
 
 
 def test_environment_and_server_skip_openenvs_gradio_ui() -> None:
-    mods = loaded("from gpu_arena import GpuArenaEnv\nfrom gpu_arena.server.app import create_arena_app\n"
+    mods = loaded("from gpu_arena import GpuArenaEnv\nfrom gpu_arena.dashboard.app import create_arena_app\n"
                   "create_arena_app()\nGpuArenaEnv().reset(seed=1)")
     assert mods == {"gradio": False, "scipy.stats": False, "openenv.core.env_server": True, "fastapi": True,
                     "openenv.core.env_server.interfaces": True}
@@ -41,7 +41,7 @@ def test_the_environment_takes_openenvs_contract_without_its_server() -> None:
 def test_the_server_imported_later_shares_the_contracts_classes() -> None:
     mods = loaded(
         "from gpu_arena import GpuArenaEnv, ArenaObservation\n"
-        "from gpu_arena.server.app import create_arena_app\ncreate_arena_app()\n"
+        "from gpu_arena.dashboard.app import create_arena_app\ncreate_arena_app()\n"
         "import openenv.core.env_server as server\n"
         "assert issubclass(GpuArenaEnv, server.Environment) and issubclass(ArenaObservation, server.Observation)\n"
         "assert server.create_app is not None and sys.modules['openenv.core'].env_server is server")
@@ -53,7 +53,7 @@ def test_the_lean_import_can_be_turned_off() -> None:
 
 
 def test_openenvs_own_switch_keeps_its_web_interface() -> None:
-    assert loaded("from gpu_arena.server.app import create_arena_app", ENABLE_WEB_INTERFACE="true")["gradio"] is True
+    assert loaded("from gpu_arena.dashboard.app import create_arena_app", ENABLE_WEB_INTERFACE="true")["gradio"] is True
 
 
 def test_openenv_imported_first_is_left_alone() -> None:
@@ -68,7 +68,7 @@ def test_statistics_still_load_scipy_when_used() -> None:
 
 
 def test_openenvs_switch_turned_on_after_import_still_gets_its_ui() -> None:
-    mods = loaded("import os\nfrom gpu_arena.server.app import create_arena_app\n"
+    mods = loaded("import os\nfrom gpu_arena.dashboard.app import create_arena_app\n"
                   "os.environ['ENABLE_WEB_INTERFACE'] = 'true'\n"
                   "app = create_arena_app()\nassert any(getattr(r, 'path', '') == '/web' for r in app.routes)")
     assert mods["gradio"] is True

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from schemathesis.checks import not_a_server_error
 from websockets.sync.client import connect
 
-from gpu_arena.server.app import create_arena_app
+from gpu_arena.dashboard.app import create_arena_app
 from gpu_arena.server.settings import ServerSettings
 from server_helpers import running_server, settings_for
 

@@ -35,7 +35,7 @@ def serve(
         raise typer.BadParameter(str(e)) from None
     if auto_eval is None and "GPU_ARENA_AUTO_EVAL" not in os.environ:
         settings = settings.with_(auto_eval=True)  # the first `make run` shows real numbers (off in the library)
-    from ..server.app import serve as run_server
+    from ..dashboard.app import serve as run_server
 
     console.print(f"GPU Arena on http://{settings.host}:{settings.port} (docs at /docs, WebSocket at /ws); "
                   f"up to {settings.max_sessions} sessions, idle timeout {settings.idle_timeout_s:g} s")

@@ -1,19 +1,22 @@
 """The GPU Arena server: OpenEnv's app (``/ws``, ``/reset``, ``/step``, ``/state``, ``/schema``,
-``/metadata``, ``/health``, ``/mcp``, the task API under ``/gpu_arena/``) plus REST sessions under
-``/api``, built by :func:`create_arena_app`.
+``/metadata``, ``/health``, ``/mcp``, the task API under ``/gpu_arena/``) plus REST sessions and live
+matches under ``/api``, built by :func:`create_server_app`.
 
-Run it with ``gpu-arena serve`` (or ``make run``), ``python -m gpu_arena.server.app``, or
-``uvicorn gpu_arena.server.app:app``; settings come from ``GPU_ARENA_*`` variables
-(:class:`~gpu_arena.server.settings.ServerSettings`). One process only: sessions live in its memory.
+What else is served on the same app mounts itself through ``extensions``: each is called with the
+app and the server's parts (:class:`ServerParts`) once the server's own routes are in. The dashboard
+is one (``gpu_arena.dashboard.app`` builds the arena's app, the server with the dashboard, and runs
+it: ``gpu-arena serve``, ``make run``); the server never imports it. Settings come from
+``GPU_ARENA_*`` variables (:class:`~gpu_arena.server.settings.ServerSettings`). One process only:
+sessions live in its memory.
 """
 
 from __future__ import annotations
 
-import argparse
 import functools
 import gc
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -26,10 +29,6 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from .. import __version__
 from .._lean_openenv import allow_web_interface_if_wanted
-from ..dashboard.autoeval import AutoEval
-from ..dashboard.reference import build_reference_router
-from ..dashboard.replays import build_replay_router
-from ..dashboard.routes import install_dashboard
 from ..evaluation.store import StoreError
 from ..models import ArenaAction, ArenaObservation, ArenaState
 from .environment import ServedArenaEnv
@@ -67,8 +66,27 @@ rules refuse, an observation whose `last_action_result` carries the code. Never 
 """
 
 
-def create_arena_app(settings: ServerSettings | None = None) -> FastAPI:
-    """Build the app. ``settings`` default to :meth:`ServerSettings.from_env`."""
+@dataclass(frozen=True, slots=True)
+class ServerParts:
+    """What an extension mounting itself on the server's app may use: the settings, the REST
+    sessions, the live matches and the replay store (None when episodes are not stored)."""
+
+    settings: ServerSettings
+    sessions: SessionManager
+    matches: MatchManager
+    recorder: EpisodeRecorder | None
+
+
+# an extension adds its routes (and start-up or shut-down hooks) to the server's app
+ServerExtension = Callable[[FastAPI, ServerParts], None]
+
+
+def create_server_app(settings: ServerSettings | None = None, *,
+                      extensions: Sequence[ServerExtension] = ()) -> FastAPI:
+    """Build the server's app, then let each of ``extensions`` mount itself on it. ``settings``
+    default to :meth:`ServerSettings.from_env`. The server starts its sessions and matches first
+    and stops them last: an extension's start-up hooks run after the server's, its shut-down
+    hooks (put first) before."""
     settings = settings or ServerSettings.from_env()
     recorder = EpisodeRecorder(settings.db) if settings.store_episodes else None
     # a partial of the class, so that OpenEnv reads SUPPORTS_CONCURRENT_SESSIONS without building one
@@ -86,8 +104,7 @@ def create_arena_app(settings: ServerSettings | None = None) -> FastAPI:
                         {"name": "Sessions (REST)", "description": "stateful episodes over plain HTTP"},
                         {"name": "Episodes", "description": "replays of finished episodes"},
                         {"name": "Matches", "description": "live matches: seats of one episode held by several "
-                                                           "clients and server-side policies"},
-                        {"name": "Dashboard", "description": "what the page at / reads"}]
+                                                           "clients and server-side policies"}]
 
     manager = SessionManager(settings, lambda: ServedArenaEnv(settings, recorder))
     matches = MatchManager(settings, recorder, others=lambda: manager.active)
@@ -96,24 +113,12 @@ def create_arena_app(settings: ServerSettings | None = None) -> FastAPI:
     app.state.matches = matches
     app.include_router(build_router(manager, recorder))
     app.include_router(build_match_router(matches))
-    app.include_router(build_replay_router(settings, manager, recorder))
-    app.include_router(build_reference_router(settings))
-
-    # the first-run evaluation (settings.auto_eval): started with the server, never waited for
-    auto_eval = AutoEval(settings)
-    app.state.auto_eval = auto_eval
-    install_dashboard(app, settings, auto_eval)
-
-    _install_error_handlers(app)
-    app.add_middleware(PayloadGuard, max_bytes=settings.max_body_bytes, max_depth=settings.max_json_depth)
 
     async def start() -> None:
         manager.start()
         matches.start()
-        auto_eval.start()
 
     async def stop() -> None:
-        auto_eval.stop()
         await manager.stop()
         await matches.stop()
         if recorder is not None:
@@ -121,6 +126,13 @@ def create_arena_app(settings: ServerSettings | None = None) -> FastAPI:
 
     app.router.on_startup.append(start)
     app.router.on_shutdown.append(stop)
+
+    parts = ServerParts(settings, manager, matches, recorder)
+    for extend in extensions:
+        extend(app, parts)
+
+    _install_error_handlers(app)
+    app.add_middleware(PayloadGuard, max_bytes=settings.max_body_bytes, max_depth=settings.max_json_depth)
     return app
 
 
@@ -155,9 +167,6 @@ def _install_error_handlers(app: FastAPI) -> None:
     app.add_exception_handler(StarletteHTTPException, http_error)
 
 
-app = create_arena_app()
-
-
 def uvicorn_options(settings: ServerSettings) -> dict[str, Any]:
     """The uvicorn options that belong to the settings (everything but the app, host and port)."""
     return {
@@ -170,11 +179,11 @@ def uvicorn_options(settings: ServerSettings) -> dict[str, Any]:
     }
 
 
-def serve(settings: ServerSettings, *, log_level: str = "info") -> None:
-    """Run ``settings``'s app under uvicorn on ``settings.host:settings.port`` until interrupted."""
+def run_app(app: FastAPI, settings: ServerSettings, *, log_level: str = "info") -> None:
+    """Run ``app`` (built for ``settings``) under uvicorn on ``settings.host:settings.port`` until
+    interrupted."""
     import uvicorn
 
-    served = app if settings == app.state.settings else create_arena_app(settings)
     if settings.gc_freeze:
         # what is imported and built by now lives as long as the process: out of the collector's
         # generations, it is not traversed again by every full collection, which pauses all sessions
@@ -182,20 +191,10 @@ def serve(settings: ServerSettings, *, log_level: str = "info") -> None:
         gc.collect()
         gc.freeze()
     try:
-        uvicorn.run(served, host=settings.host, port=settings.port, log_level=log_level, **uvicorn_options(settings))
+        uvicorn.run(app, host=settings.host, port=settings.port, log_level=log_level, **uvicorn_options(settings))
     finally:
         if settings.gc_freeze:
-            gc.unfreeze()  # a caller that embeds serve() gets its collector back as it was
+            gc.unfreeze()  # a caller that embeds run_app() gets its collector back as it was
 
 
-def main(argv: Sequence[str] | None = None) -> None:
-    """``python -m gpu_arena.server.app [--host H] [--port P]`` (the OpenEnv launcher convention)."""
-    parser = argparse.ArgumentParser(description="GPU Arena OpenEnv server")
-    parser.add_argument("--host", default=None, help="default $GPU_ARENA_HOST or 127.0.0.1")
-    parser.add_argument("--port", type=int, default=None, help="default $GPU_ARENA_PORT or 8000")
-    args = parser.parse_args(argv)
-    serve(ServerSettings.from_env(host=args.host, port=args.port))
-
-
-if __name__ == "__main__":
-    main()
+__all__ = ["ServerExtension", "ServerParts", "create_server_app", "run_app", "uvicorn_options"]
