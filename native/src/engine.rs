@@ -1,5 +1,6 @@
 //! The multi-seat episode, mirroring `gpu_arena.core.engine.Episode`: simultaneous rounds in an
-//! order drawn from the world's RNG, the clock, and the potential-based reward ledger.
+//! order drawn from the world's RNG, the clock, and the potential-based reward ledger; and a
+//! move's transcript record and the ids it reaches, mirroring `gpu_arena.core.records`.
 //!
 //! What a round does, and in which order, is the Python `Episode.step`'s; the comments there say
 //! why. A round's transcript entry is kept as Rust data and written as Python's only when read.

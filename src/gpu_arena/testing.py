@@ -31,9 +31,10 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import asdict
 from typing import Any, Protocol
 
-from .core.engine import Episode, action_from_record, action_record
+from .core.engine import Episode
 from .core.observe import observe
 from .core.policy import policy_move, seat_view
+from .core.records import action_from_record, action_record
 from .core.serialize import coerce_action
 from .core.types import REWARD_COLUMNS, RejectedAction
 

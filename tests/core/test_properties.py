@@ -17,8 +17,9 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from gpu_arena.core.engine import Episode, action_from_record
+from gpu_arena.core.engine import Episode
 from gpu_arena.core.policy import RandomPolicy
+from gpu_arena.core.records import action_from_record
 from gpu_arena.core.serialize import world_to_dict
 from gpu_arena.core.types import ASSIGNED, TASKS, BlockStatus, World
 from gpu_arena.testing import check_reward_rows, check_reward_telescopes, check_view_privacy

@@ -137,7 +137,8 @@ def test_bad_input_is_a_structured_error_and_a_spent_turn(raw, code):
 def test_a_round_reads_no_action_it_cannot_record_and_replays_as_recorded():
     # every lab moves: an unreadable action (an array where the rules expect a list) is that lab's
     # invalid move, recorded as refused, and the others' moves of the round are all applied
-    from gpu_arena.core.engine import Episode, action_from_record
+    from gpu_arena.core.engine import Episode
+    from gpu_arena.core.records import action_from_record
 
     episode = Episode.new("market_round", "train", 3, controlled=())
     bad = Action("reserve_capacity", job_id="j_0_0", block_ids=np.array(["b_0_0"]))  # type: ignore[arg-type]

@@ -10,8 +10,9 @@ import warnings
 import pytest
 from pettingzoo.test import parallel_api_test, parallel_seed_test
 
-from gpu_arena.core.engine import Episode, action_from_record
+from gpu_arena.core.engine import Episode
 from gpu_arena.core.policy import RandomPolicy
+from gpu_arena.core.records import action_from_record
 from gpu_arena.core.types import REWARD_COLUMNS, TASKS, Action
 from gpu_arena.core.views import SeatView
 from gpu_arena.models import ArenaAction

@@ -11,8 +11,9 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from gpu_arena import GpuArenaEnv
-from gpu_arena.core.engine import Episode, action_to_dict
+from gpu_arena.core.engine import Episode
 from gpu_arena.core.policy import RandomPolicy
+from gpu_arena.core.records import action_to_dict
 from gpu_arena.core.types import ACTION_TYPES, RejectedAction
 from gpu_arena.llm import (
     FORMAT_ERROR_CODES,

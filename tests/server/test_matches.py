@@ -14,7 +14,8 @@ import httpx
 import pytest
 
 from gpu_arena.client import action_payload
-from gpu_arena.core.engine import Episode, action_from_record
+from gpu_arena.core.engine import Episode
+from gpu_arena.core.records import action_from_record
 from gpu_arena.core.worldgen import generate_world
 from gpu_arena.models import ArenaObservation
 from gpu_arena.policies import make_policy

@@ -68,7 +68,7 @@ def demo(
 def action_parts(action: object) -> tuple[str, dict[str, Any]]:
     """An action's type and its other non-default fields, as the terminal shows them; a move the
     engine refuses before its rules read it is ``[code]`` with no fields."""
-    from ..core.engine import action_record
+    from ..core.records import action_record
     from ..core.serialize import coerce_action
     from ..core.types import RejectedAction
 

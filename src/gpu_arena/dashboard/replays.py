@@ -25,8 +25,9 @@ from typing import Annotated, Any, Literal
 from fastapi import APIRouter, Path, Query
 from pydantic import Field
 
-from ..core.engine import Episode, action_from_record
+from ..core.engine import Episode
 from ..core.judge import recorded_judge
+from ..core.records import action_from_record
 from ..models import observation_from_view
 from ..server.environment import MAX_NAME, MAX_SEED, JudgeMode, ServedArenaEnv, SplitName, TaskName
 from ..server.episodes import EPISODE_REF_PATTERN, list_episodes, load_episode

@@ -8,8 +8,9 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
-from ..core.engine import Episode, action_from_record
+from ..core.engine import Episode
 from ..core.judge import recorded_judge
+from ..core.records import action_from_record
 
 
 def replay_episode(record: dict[str, Any]) -> Episode:

@@ -189,7 +189,7 @@ class UnreadableAction(ValueError):
 def action_arguments(action: Any) -> tuple[str, dict[str, Any]]:
     """``(action_type, arguments)`` of a core ``Action`` or ``ArenaAction``: the non-default fields
     the type reads (:data:`ACTION_FIELDS`), in the tool schema's order."""
-    from ..core.engine import action_to_dict
+    from ..core.records import action_to_dict
     from ..core.serialize import coerce_action
     from ..core.types import RejectedAction
 

@@ -21,7 +21,7 @@ from . import loader
 # the Python modules the crate mirrors (paths under src/gpu_arena): an edit to any of them turns the
 # Rust engine off until the port is brought level and native/mirrors.json records the new digests
 MIRRORED: tuple[str, ...] = (
-    "core/types.py", "core/kernels.py", "core/allocation.py", "core/valuation.py", "core/engine.py",
+    "core/types.py", "core/kernels.py", "core/allocation.py", "core/valuation.py", "core/engine.py", "core/records.py",
     "core/observe.py", "core/views.py", "core/shocks.py", "core/judge.py", "core/serialize.py",
     "core/rules/auctions.py", "core/rules/checks.py", "core/rules/clock.py", "core/rules/coalitions.py",
     "core/rules/dispatch.py", "core/rules/holdings.py", "core/rules/limits.py", "core/rules/offers.py",

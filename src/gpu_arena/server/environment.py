@@ -13,9 +13,9 @@ from typing import Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from ..core.engine import action_from_record, action_record
 from ..core.judge import recorded_judge
 from ..core.policy import Policy
+from ..core.records import action_from_record, action_record
 from ..core.rules import JUDGE_MODES
 from ..core.tasks import task_params
 from ..core.types import MAX_SEED, SPLITS, TASKS, Action, RejectedAction
