@@ -117,6 +117,8 @@ def test_the_smollm2_preset_prompts_compactly_with_lora() -> None:
 
     preset = get_preset("smollm2")
     assert preset.prompt_mode == "compact" and preset.sft.lora
+    # decoded under the grammar in its rollouts and its evaluation (the zero-shot row too), on single_trade
+    assert preset.pipeline.constrained and preset.rft.constrained and preset.pipeline.extra_eval_tasks == ()
     assert get_preset("small").prompt_mode == "tools"
     assert "?mode=compact&" in llm_policy(Path("run/rl"), True, preset.prompt_mode)
 

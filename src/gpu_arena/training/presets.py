@@ -191,6 +191,16 @@ PRESETS: dict[str, Preset] = {
         None,
         SFTDefaults(epochs=1, learning_rate=2e-4, batch_size=1, grad_accum=4, lora=True),
         GRPODefaults(max_steps=10, num_generations=4, learning_rate=1e-5, lora=True, max_completion_length=3072),
+        # lookahead over the greedy answer, 2 samples and 2 rule_expert moves, as `small` does; fewer worlds
+        # and a learning rate for a pretrained model's full fine-tune (RFT trains the whole model)
+        RFTDefaults(iterations=2, worlds_per_iteration=12, samples_per_world=2, temperature=1.0, learning_rate=2e-5,
+                    epochs=1, batch_size=4, explore="lookahead", proposal="rule_expert", finisher="rule_expert",
+                    replay=12, lr_schedule="linear", constrained=True),
+        # sized for two CPU cores (decision 0031): a compact single_trade episode is ~1,200 of its tokens
+        # and LoRA trains ~75-150 tokens/s, so 200 teacher episodes (50 steps of 4) are one SFT epoch of
+        # ~25 min; the evaluation plays 200 holdout worlds for each of the three checkpoints
+        PipelineDefaults(data_seeds=200, sft_steps=50, rl_iterations=2, eval_seeds=200, extra_eval_tasks=(),
+                         constrained=True),
         # its tokenizer splits every digit and id: tools mode's single_trade turn is ~2,800 of its tokens,
         # the compact prompt's at most 600 (bench/bench_prompt_tokens.py)
         prompt_mode="compact",
