@@ -128,7 +128,10 @@ def test_tiny_pipeline_end_to_end_and_resumed(tmp_path: Path) -> None:
     assert set(evidence["wall_s"]) == {"data", "sft", "rl", "eval"}
     assert evidence["command"].startswith("gpu-arena train pipeline") and evidence["seeds"]["holdout"] == [0, 2]
     names = {(c["task"], c["comparison"]) for c in evidence["comparisons"]}
-    assert names == {(t, n) for t in ("single_trade", "market_round") for n, _, _ in COMPARISONS}
+    # every comparison but the zero-shot one: a model initialised at random has no pretrained start
+    assert names == {(t, n) for t in ("single_trade", "market_round") for n, _, second in COMPARISONS
+                     if second != "zero_shot"}
+    assert "zero_shot" not in evidence["policies"]
     for c in evidence["comparisons"]:
         assert c["n"] == 3 and c["ci_low"] <= c["mean_diff"] <= c["ci_high"] and c["wins"] + c["losses"] <= 3
     roles = {r["role"] for r in evidence["results"]}
@@ -148,9 +151,9 @@ def test_tiny_pipeline_end_to_end_and_resumed(tmp_path: Path) -> None:
     assert res.output.startswith("`gpu-arena train pipeline --preset tiny --output ")
     rows = [line.split("|") for line in res.output.splitlines() if line.startswith("|")]
     assert sum(r[1].strip() == "single_trade" for r in rows) == 4  # the comparisons
-    # a table per task: trained, sft and three baselines, each with its deal rate and surplus
+    # a table per task: trained, sft and three baselines, each with its deal rate, gain share and surplus
     single = res.output.split("**single_trade**")[1].split("**market_round**")[0]
-    assert "| deal rate | surplus over BATNA |" in single
+    assert "| deal rate | gain share | surplus over BATNA |" in single
     assert [r.split("|")[1].strip() for r in single.splitlines() if r.startswith("| ") and "---" not in r][1:] == [
         "trained", "sft", "no_negotiation", "rule_expert", "random_valid"]
     assert "the validation range" in res.output.splitlines()[0]
