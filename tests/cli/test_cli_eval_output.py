@@ -114,3 +114,22 @@ def test_eval_of_a_local_model_prints_no_progress_bars_and_names_as_typed(tmp_pa
     assert "&amp;" not in shown
     assert f"| {policy} |" in done.stdout and f"against {policy} (" in done.stdout
     _check_ledger(_ledger_lines(done.stdout), policy)
+
+
+def test_play_with_a_local_model_prints_no_progress_bars(tmp_path: Path) -> None:
+    """`gpu-arena play` with an llm:hf: seat: its weights load when the seat first moves, between the
+    round tables; no "Loading weights" bar may cut into them (--verbose shows them)."""
+    pytest.importorskip("transformers")
+    from gpu_arena.llm.testing import build_tiny_model
+
+    model = build_tiny_model(tmp_path / "m", script='{"action_type": "allocate_to_job"}')
+    env = {**os.environ, "COLUMNS": "80", "NO_COLOR": "1", "TERM": "dumb"}
+    for name in QUIET_ENV:
+        env.pop(name, None)
+    done = subprocess.run([sys.executable, "-m", "gpu_arena.cli", "play", "--task", "single_trade", "--seed", "3",
+                           "--me", f"llm:hf:{model}?max_tokens=8&mode=json"], capture_output=True, text=True,
+                          env=env, cwd=tmp_path, timeout=600, check=False)
+    shown = done.stdout + done.stderr
+    assert done.returncode == 0, shown
+    assert "round 0" in done.stdout and "LLM ledgers" in done.stdout
+    assert "Loading weights" not in shown and not re.search(r"\d+it/s|it/s\]", shown), shown

@@ -12,7 +12,7 @@ from rich.table import Table
 
 from ..core.opponents import DEFAULT_OPPONENTS
 from ..core.types import COMPONENT_COLUMNS
-from .console import console
+from .console import console, quiet_libraries
 from .options import judge_options, opponents_spec
 
 
@@ -101,8 +101,16 @@ def play(
     judge_mode: str = typer.Option("none", help="none | rule"),
     judge: str | None = typer.Option(None, help="a model judge added to the rule judge, "
                                                 "llm:openai:<model>@<base_url> (turns judge mode on)"),
+    verbose: bool = typer.Option(False, "--verbose", help="the libraries' own progress bars and logs (llm:hf: models)"),
 ) -> None:
     """Play one episode in the terminal against any mix of seats (scripted, LLM or you)."""
+    # a local model's weights load when its seat first moves: their progress bars would cut into the tables
+    with quiet_libraries(any("llm:hf:" in spec for spec in (me, opponents, judge or "")), verbose):
+        _play(task, seed, split, seat, me, opponents, judge_mode, judge)
+
+
+def _play(task: str, seed: int, split: str, seat: str, me: str, opponents: str, judge_mode: str,
+          judge: str | None) -> None:
     from rich.panel import Panel
     from rich.text import Text
 
@@ -168,7 +176,7 @@ def play(
         table = Table(title=f"round {rnd['round']} (order {', '.join(rnd['order'])})")
         for col in ("seat", "policy", "action", "result", "reward"):
             table.add_column(col)
-        for lid in episode.world.labs:
+        for lid in world.labs:  # the same labs as the episode's (reading its world could move it)
             act = rnd["actions"].get(lid, {})
             shown = f"[{act['rejected']}]" if "rejected" in act else action_text(act) if act else "-"
             ok, code = rnd["results"].get(lid, [True, "-"])
