@@ -24,7 +24,7 @@ from typing import Any
 from gpu_arena.core.types import TASKS
 from gpu_arena.env import GpuArenaEnv
 from gpu_arena.evaluation.runner import episode_result, world_optimum
-from gpu_arena.native.episode import NativeEpisode
+from gpu_arena.native.report import engine_counts
 from gpu_arena.policies import BASELINES, make_policy
 from gpu_arena.rollout import play_seat
 
@@ -61,6 +61,7 @@ class _Hash:
 def fingerprint(seeds: int = 3) -> dict[str, Any]:
     rows, observations, transcripts = _Hash(), _Hash(), _Hash()
     episodes = rounds = in_rust = 0
+    played_by: list[tuple[str, str | None]] = []  # each episode's engine and why Python played it
     t0 = time.perf_counter()
     for task in TASKS:
         for seed in range(seeds):
@@ -78,6 +79,8 @@ def fingerprint(seeds: int = 3) -> dict[str, Any]:
                 def record(_action: Any, obs: Any, episode: Any = episode, labs: list[str] = labs) -> None:
                     wire = obs.model_dump(mode="json")
                     wire.get("metadata", {}).pop("episode_id", None)  # a fresh UUID per episode
+                    # which engine plays (issue 30): bookkeeping added after the baseline, not behaviour
+                    wire.get("metadata", {}).pop("engine", None)
                     observations.add(wire)
                     for lab in labs:
                         observations.add(episode.observe(lab))
@@ -91,14 +94,19 @@ def fingerprint(seeds: int = 3) -> dict[str, Any]:
                 # of behaviour; every seat's return is in the transcripts' hash already
                 row = _plain(dataclasses.replace(result, replay=None, llm_usage=None))
                 row.pop("seat_returns")
+                # so did the engine that played it and why (issue 30): counted in "engines" below
+                row.pop("engine")
+                row.pop("engine_reason")
                 rows.add(row)
+                played_by.append((result.engine, result.engine_reason))
                 transcripts.add({"transcript": episode.transcript, "returns": episode.returns})
                 episodes += 1
                 # rounds played in Rust (a seat bound to the world moves its episode to Python)
                 rounds += len(episode.transcript)
-                in_rust += episode.rust_rounds if isinstance(episode, NativeEpisode) else 0
+                report = env.engine_report()
+                in_rust += report.rust_rounds if report is not None else 0
     return {"episodes": episodes, "seconds": round(time.perf_counter() - t0, 1), "engine": GpuArenaEnv().engine,
-            "rounds": rounds, "rounds_in_rust": in_rust, "rows": rows.hex(),
+            "engines": engine_counts(played_by), "rounds": rounds, "rounds_in_rust": in_rust, "rows": rows.hex(),
             "observations": observations.hex(), "transcripts": transcripts.hex()}
 
 

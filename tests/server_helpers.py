@@ -78,9 +78,11 @@ def driver(plan: Plan) -> Any:
 
 
 def comparable(obs: ArenaObservation) -> dict[str, Any]:
-    """An observation minus the per-session ids (episode and replay id), for transcript equality."""
+    """An observation minus the per-session ids (episode and replay id) and which engine played
+    (a server-side oracle moves its session to the Python core; replayed in-process, the same
+    moves stay in Rust), for transcript equality."""
     out = obs.model_dump(mode="json")
-    out["metadata"] = {k: v for k, v in out["metadata"].items() if k not in ("episode_id", "replay_id")}
+    out["metadata"] = {k: v for k, v in out["metadata"].items() if k not in ("episode_id", "replay_id", "engine")}
     return out
 
 

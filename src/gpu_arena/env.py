@@ -23,7 +23,19 @@ from .core.types import REWARD_COLUMNS, SPLITS, TASKS, Action, RejectedAction, W
 from .core.views import ResultView, render_text
 from .core.worldgen import generate_world
 from .models import ArenaAction, ArenaObservation, ArenaState, observation_from_view, read_action
-from .native.episode import RUST_SEAT_POLICIES, NativeEpisode
+from .native.episode import RUST_SEAT_POLICIES, NativeEpisode, bind_world
+from .native.report import (
+    ENGINE_PYTHON,
+    MODEL_JUDGE,
+    NO_RUST,
+    PYTHON,
+    PYTHON_OPPONENTS,
+    REPLAYED,
+    RESTORED,
+    RUST,
+    EngineReport,
+    rust_report,
+)
 from .native.twin import native_engine
 from .policies import OpponentsSpec, make_seat_policy
 
@@ -64,6 +76,9 @@ class GpuArenaEnv(Environment[ArenaAction, ArenaObservation, ArenaState]):
       ``gpu_arena.llm.FormatError``) is stepped the same way with its own code. ``step`` before
       ``reset`` or after the episode ended returns an error observation (``not_reset`` /
       ``episode_done``) with zero reward and never starts a new episode.
+    * Every observation's ``metadata["engine"]`` (and ``state.engine``) says which engine plays
+      the episode and, where the Python core does, why (:meth:`engine_report`); ``state`` and
+      snapshots, restores and forks of a Rust-played episode leave it in Rust.
     * The sum of an episode's rewards equals (final utility − BATNA) / reward_scale plus the
       penalties, exactly.
     * Observations are values: their nested views are frozen and may be shared. ``state`` is
@@ -90,7 +105,8 @@ class GpuArenaEnv(Environment[ArenaAction, ArenaObservation, ArenaState]):
             ``random_valid``) and which has no model judge: ``python`` (the core), ``rust`` (the Rust engine of decision
             0026: the same results, faster; an error where it cannot run) or ``auto`` (Rust where
             it can, else Python). Default ``$GPU_ARENA_ENGINE``, else ``auto``. Other episodes,
-            and any round whose move Rust cannot hold, are played by the Python core.
+            and any round whose move Rust cannot hold, are played by the Python core;
+            :meth:`engine_report` says which played and why.
     """
 
     SUPPORTS_CONCURRENT_SESSIONS = True
@@ -108,6 +124,8 @@ class GpuArenaEnv(Environment[ArenaAction, ArenaObservation, ArenaState]):
         self._judges: dict[str, PitchJudge] = {}  # judge names resolved so far (their ledgers accumulate)
         self.judge: PitchJudge | None = None  # the model judge of the current episode, if any
         self._episode: Episode | NativeEpisode | None = None
+        # why the Python core plays self._episode where it is a core Episode (reset, restore, replay)
+        self._python_report = EngineReport(PYTHON)
         self._policies: dict[str, Policy] = {}
         self._seat = seat
         self._episode_id: str | None = None
@@ -145,6 +163,7 @@ class GpuArenaEnv(Environment[ArenaAction, ArenaObservation, ArenaState]):
             if self.engine == "rust":
                 raise ValueError(f"engine='rust' cannot play this episode: {rs}")
             self._episode = Episode(world, (seat,), judge=judge)
+            self._python_report = EngineReport(PYTHON, rs)
         else:  # Rust plays the other seats: no Python policy is built for them
             self._episode, self._policies = NativeEpisode(world, seat, rs, chosen), {}
         self._seat, self._seed = seat, seed
@@ -177,10 +196,11 @@ class GpuArenaEnv(Environment[ArenaAction, ArenaObservation, ArenaState]):
         ep = self._episode
         if ep is None:
             return ArenaState(episode_id=self._episode_id, step_count=0)
-        w = ep.world_copy() if isinstance(ep, NativeEpisode) else ep.world  # reading it moves nothing
+        w = ep.world_view() if isinstance(ep, NativeEpisode) else ep.world  # reading it moves nothing
         return ArenaState(episode_id=self._episode_id, step_count=self._step_count, task=w.task, split=w.split,
                           seed=w.seed, controlled_lab_id=self._seat, round_index=w.round_index,
-                          max_rounds=w.max_rounds, done=w.done, world=world_to_dict(w))
+                          max_rounds=w.max_rounds, done=w.done, world=world_to_dict(w),
+                          engine=self._engine_dict())
 
     def get_metadata(self) -> EnvironmentMetadata:
         return EnvironmentMetadata(
@@ -211,14 +231,38 @@ class GpuArenaEnv(Environment[ArenaAction, ArenaObservation, ArenaState]):
         return dict(self._policies)
 
     @property
+    def seed(self) -> int | None:
+        """The world seed of the current episode (None before ``reset``)."""
+        return self._seed
+
+    @property
     def engine_playing(self) -> str | None:
         """Who plays the current episode now: ``rust`` (the Rust engine) or ``python`` (the core,
-        from the start or since it moved there: ``episode.moved_reason`` says why); None before
+        from the start or since it moved there: :meth:`engine_report` says why); None before
         ``reset``."""
+        report = self.engine_report()
+        return None if report is None else report.playing
+
+    def engine_report(self) -> EngineReport | None:
+        """Which engine plays the current episode, why the Python core does where it does, whether
+        it moved there from Rust and how many rounds Rust played (None before ``reset``). The
+        reasons are :mod:`gpu_arena.native.report`'s. Observations carry it as ``metadata["engine"]``."""
         episode = self._episode
         if episode is None:
             return None
-        return "rust" if isinstance(episode, NativeEpisode) and not episode.in_python else "python"
+        if isinstance(episode, NativeEpisode):
+            if episode.in_python:
+                return EngineReport(PYTHON, episode.moved_reason, True, episode.rust_rounds)
+            return rust_report(episode.rust_rounds)
+        return self._python_report
+
+    def _engine_dict(self) -> dict[str, Any] | None:
+        """:meth:`engine_report` as the wire carries it (every observation's ``metadata["engine"]``)."""
+        episode = self._episode
+        if isinstance(episode, NativeEpisode) and not episode.in_python:  # the step's path: no report built
+            return {"playing": RUST, "reason": None, "moved": False, "rust_rounds": episode.rust_rounds}
+        report = self.engine_report()
+        return None if report is None else report.to_dict()
 
     def snapshot(self) -> dict[str, Any]:
         """The environment at the current step, to :meth:`restore` (any number of times). Where
@@ -228,7 +272,7 @@ class GpuArenaEnv(Environment[ArenaAction, ArenaObservation, ArenaState]):
             raise RuntimeError("nothing to snapshot before reset()")
         snap = {"episode": self._episode.snapshot(), "seat": self._seat, "seed": self._seed,
                 "step_count": self._step_count, "episode_id": self._episode_id,
-                "policies": _copy_policies(self.policies), "judge": self.judge}
+                "policies": _copy_policies(self.policies), "judge": self.judge, "engine": self.engine_report()}
         if isinstance(self._episode, NativeEpisode) and not self._episode.in_python:
             snap["native"] = self._episode.fork()
         return snap
@@ -236,7 +280,8 @@ class GpuArenaEnv(Environment[ArenaAction, ArenaObservation, ArenaState]):
     def restore(self, snap: Mapping[str, Any]) -> ArenaObservation:
         """Stand where ``snap`` (:meth:`snapshot`) was taken. A Rust episode's snapshot (``native``)
         plays on in Rust (on a copy of it: the snapshot stays usable), unless this environment's
-        ``engine`` is ``python``; any other is played by the Python core."""
+        ``engine`` is ``python``; any other is played by the Python core, and :meth:`engine_report`
+        says why as the snapshot's did (``engine='python'`` where this environment's setting is why)."""
         judge = snap.get("judge")  # shared, not copied: it may hold a connection
         native = snap.get("native")
         if isinstance(native, NativeEpisode) and self.engine != "python":
@@ -251,6 +296,7 @@ class GpuArenaEnv(Environment[ArenaAction, ArenaObservation, ArenaState]):
                 self._episode.controlled = (snap["seat"],)
                 self._episode.judge = judge
             self._policies = _copy_policies(snap["policies"])
+            self._python_report = _restored_report(snap.get("engine"), self.engine)
         self.judge = judge
         self._seat, self._seed, self._step_count = snap["seat"], snap["seed"], snap["step_count"]
         self._episode_id = snap["episode_id"]
@@ -289,27 +335,32 @@ class GpuArenaEnv(Environment[ArenaAction, ArenaObservation, ArenaState]):
         view = self._episode.observe(self._seat, lazy=True)
         return observation_from_view(view, metadata={
             "episode_id": self._episode_id, "seed": self._seed, "task": view.task, "split": view.split,
-            "step": self._step_count})
+            "step": self._step_count, "engine": self._engine_dict()})
 
     def _native_engine(self, judge: PitchJudge | None, chosen: Mapping[str, Any]) -> Any:
         """The Rust engine where this environment plays the episode there (see ``engine``), else
-        why not; ``chosen``: the other seats' policies, by seat (``OpponentsSpec.for_seats``)."""
+        why not (one of :data:`~gpu_arena.native.report.START_REASONS`); ``chosen``: the other
+        seats' policies, by seat (``OpponentsSpec.for_seats``)."""
         if self.engine == "python":
-            return "engine='python'"
+            return ENGINE_PYTHON
         if judge is not None:
-            return "a model judge is scored in Python"
+            return MODEL_JUDGE
         if not all(isinstance(name, str) and name in RUST_SEAT_POLICIES for name in chosen.values()):
-            return "Rust plays only the world's archetypes and random_valid opponents"
-        return native_engine()
+            return PYTHON_OPPONENTS
+        rs = native_engine()
+        return f"{NO_RUST}: {rs}" if isinstance(rs, str) else rs
 
-    def _to_python(self, episode: NativeEpisode) -> Episode:
+    def _to_python(self, episode: NativeEpisode, reason: str = REPLAYED) -> Episode:
         """Hand ``episode`` to the Python core where it stands, the archetypes' state included,
-        and play it here as any Python episode (its seats' policies in ``policies``)."""
+        and play it here as any Python episode (its seats' policies in ``policies``); ``reason``
+        (:data:`~gpu_arena.native.report.MOVE_REASONS`) is why, for :meth:`engine_report`."""
         self._policies = episode.opponent_policies()
         self._episode = python = episode.python_episode()
+        self._python_report = EngineReport(PYTHON, episode.moved_reason or reason, True, episode.rust_rounds)
         return python
 
     def _policy_action(self, episode: Episode | NativeEpisode, lid: str, policy: Policy) -> Action | RejectedAction:
+        bind_world(episode, policy)  # a policy bound to the world moves a Rust episode, saying why
         return policy_move(policy, episode, lid)
 
     def _resolve_judge(self, spec: Any) -> PitchJudge | None:
@@ -338,6 +389,18 @@ class GpuArenaEnv(Environment[ArenaAction, ArenaObservation, ArenaState]):
             else:
                 raise ValueError(f"opponent for {lid} must be a policy name or an object with act()")
         return out
+
+
+def _restored_report(taken: Any, engine: str) -> EngineReport:
+    """Why the Python core plays an episode restored from a snapshot without a Rust fork: this
+    environment's ``engine='python'``, else the reason of the snapshot's report (``taken``), else
+    :data:`~gpu_arena.native.report.RESTORED` (a snapshot made without one)."""
+    if engine == PYTHON:
+        rounds = taken.rust_rounds if isinstance(taken, EngineReport) else 0
+        return EngineReport(PYTHON, ENGINE_PYTHON, False, rounds)
+    if isinstance(taken, EngineReport) and taken.playing == PYTHON and taken.reason is not None:
+        return taken
+    return EngineReport(PYTHON, RESTORED, False, taken.rust_rounds if isinstance(taken, EngineReport) else 0)
 
 
 def _copy_policies(policies: Mapping[str, Policy]) -> dict[str, Policy]:

@@ -89,6 +89,10 @@ class ArenaObservation(Observation):
     Decision aids are the seat's own numbers from the grader's valuation: ``batna`` (utility if
     it trades no more), ``surplus_over_batna``, ``best_plan``, ``marginal_value`` of each block and
     ``value_to_me`` of each open offer. Nothing here is another lab's private value.
+
+    ``metadata`` (the environment's bookkeeping, not the seat's view) holds the episode's id,
+    ``seed``, ``task``, ``split``, ``step`` and ``engine``: which engine plays the episode and why
+    (``ArenaState.engine``'s form); the server adds ``replay_id`` at the end.
     """
 
     task: str = ""
@@ -128,6 +132,10 @@ class ArenaState(State):
     max_rounds: int = 0
     done: bool = False
     world: dict[str, Any] = Field(default_factory=dict)
+    engine: dict[str, Any] | None = Field(
+        default=None, description="which engine plays the episode: {playing: rust | python, reason: why the "
+                                  "Python core plays it (null while Rust does), moved: it moved there from Rust, "
+                                  "rust_rounds} (gpu_arena.native.report.EngineReport); null before reset")
 
 
 def observation_from_view(view: SeatView, *, metadata: dict[str, Any] | None = None) -> ArenaObservation:

@@ -3,7 +3,8 @@
 Evaluation, SFT data, the lookahead's finisher, the CLI's ``demo`` and ``play`` and the behaviour
 fingerprint all drive the controlled seat of a :class:`~gpu_arena.env.GpuArenaEnv` the same way:
 each round the seat's policy observes through :func:`~gpu_arena.core.policy.seat_view` (bound to
-the world if it plans with it, without decision aids if it does not read them), its action is
+the world if it plans with it, which moves a Rust-played episode to the Python core, saying so:
+:func:`~gpu_arena.native.episode.bind_world`; without decision aids if it does not read them), its action is
 stepped, and the reward and its columns are summed. Callers that do more per turn (render the
 action as a chat, ask a person, print a row) pass ``choose`` and ``on_step`` instead of writing
 the loop again.
@@ -19,6 +20,7 @@ from .core.policy import seat_view
 from .core.types import REWARD_COLUMNS
 from .env import GpuArenaEnv
 from .models import ArenaObservation
+from .native.episode import bind_world
 
 
 @dataclass(slots=True)
@@ -57,6 +59,7 @@ def play_seat(env: GpuArenaEnv, policy: Any, first: ArenaObservation | None = No
     totals = SeatReturn(last=first)
     obs = first
     while not episode.done:
+        bind_world(episode, policy)  # a policy that plans with the world moves a Rust episode, saying why
         view = seat_view(policy, episode, env.seat)
         action = choose(view, obs) if choose is not None else policy.act(view)
         if action is None:

@@ -20,6 +20,7 @@ from gpu_arena.policies import make_policy
 def _obs(o: Any) -> Any:
     d = o.model_dump()
     d["metadata"].pop("episode_id", None)  # drawn afresh by each reset
+    d["metadata"].pop("engine", None)  # which engine played: the one thing that differs
     return canon(d)
 
 

@@ -26,6 +26,7 @@ HUGE = Action("send_offer", target_lab_id="lab_1", payment=2**70, block_ids=("b_
 def _obs(o: Any) -> Any:
     d = o.model_dump()
     d["metadata"].pop("episode_id", None)
+    d["metadata"].pop("engine", None)  # which engine plays (compared on its own where it matters)
     return canon(d)
 
 
@@ -44,7 +45,8 @@ def standing(env: GpuArenaEnv) -> Any:
     """Everything an environment shows where it stands (nothing it reads moves or changes it)."""
     ep = env.episode
     assert ep is not None
-    return canon([_obs(env._observe()), env.state.model_dump(), ep.transcript, ep.returns, ep.penalties,
+    state = env.state.model_dump(exclude={"engine"})  # which engine plays: checked where it matters
+    return canon([_obs(env._observe()), state, ep.transcript, ep.returns, ep.penalties,
                   ep.last_rewards, {k: [r.ok, r.code, r.message] for k, r in ep.last_results.items()}])
 
 

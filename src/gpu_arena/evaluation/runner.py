@@ -28,6 +28,7 @@ from ..core.rules import JUDGE_MODES
 from ..core.welfare import social_optimum
 from ..core.worldgen import generate_world
 from ..env import GpuArenaEnv
+from ..native.episode import read_world
 from ..policies import DEFAULT_OPPONENTS, OpponentsSpec, install_plugins, make_policy, plugins
 from ..rollout import play_seat
 
@@ -60,6 +61,10 @@ class EpisodeResult:
     # potential over what it did to both labs'), in settlement order: how the pie was split, beside
     # how often there was one (``deal_rate``); the league's "gain share" by the same rule
     gain_shares: list[float] = field(default_factory=list)
+    # which engine played the episode ("rust" | "python") and why the Python core did (None: Rust
+    # did; the reasons are gpu_arena.native.report's); "" in a row made before they were recorded
+    engine: str = ""
+    engine_reason: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -93,7 +98,9 @@ def episode_result(env: GpuArenaEnv, policy: str, task: str, split: str, seed: i
     the replay if kept. Every way of playing an evaluation episode (one at a time here, batched in
     ``gpu_arena.training.evaluate``) builds its row here, so the rows agree field for field."""
     episode = env.episode
-    assert episode is not None
+    report = env.engine_report()
+    assert episode is not None and report is not None
+    world = read_world(episode)  # a copy where Rust plays it: the row leaves the episode where it is
     metrics = env.metrics(optimum)
     me = metrics["labs"]["lab_0"]
     replay = None
@@ -106,9 +113,9 @@ def episode_result(env: GpuArenaEnv, policy: str, task: str, split: str, seed: i
         policy=policy, task=task, split=split, seed=seed, episode_return=episode_return, columns=columns, steps=steps,
         welfare=metrics["welfare"], optimum=metrics["optimum"], welfare_ratio=metrics["welfare_ratio"],
         surplus_over_batna=me["surplus_over_batna"], deal_rate=me["deal_rate"], breach_rate=me["breach_rate"],
-        invalid_rate=me["invalid_rate"], invalid_actions=episode.world.labs["lab_0"].invalid_actions,
+        invalid_rate=me["invalid_rate"], invalid_actions=world.labs["lab_0"].invalid_actions,
         replay=replay, llm_usage=llm_usage, seat_returns=dict(episode.returns),
-        gain_shares=deal_gain_shares(episode.world.events, "lab_0"))
+        gain_shares=deal_gain_shares(world.events, "lab_0"), engine=report.playing, engine_reason=report.reason)
 
 
 def deal_gain_shares(events: Sequence[Any], lab: str) -> list[float]:

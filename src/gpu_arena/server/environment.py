@@ -186,10 +186,12 @@ class ServedArenaEnv(GpuArenaEnv):
             ep = self.episode
             if ep is None:
                 return ArenaState(episode_id=self._episode_id, step_count=0)
-            w = ep.world  # the public part only: serialising the world just to drop it costs a millisecond
-            return ArenaState(episode_id=self._episode_id, step_count=self._step_count, task=w.task, split=w.split,
-                              seed=w.seed, controlled_lab_id=self._seat, round_index=w.round_index,
-                              max_rounds=w.max_rounds, done=w.done)
+            # the public part only, from the seat's view (built once a round, shared): neither the
+            # world's serialisation (a millisecond) nor a copy of it, and a Rust episode stays in Rust
+            v = ep.observe(self._seat)
+            return ArenaState(episode_id=self._episode_id, step_count=self._step_count, task=v.task, split=v.split,
+                              seed=self._seed, controlled_lab_id=self._seat, round_index=v.round_index,
+                              max_rounds=v.max_rounds, done=ep.done, engine=self._engine_dict())
 
     def close(self) -> None:
         # drop the episode so that nothing holding this object can keep playing it
@@ -321,10 +323,10 @@ class ServedArenaEnv(GpuArenaEnv):
         """The finished (or running) episode as a replay record (see ``gpu_arena.evaluation.replay``)."""
         episode, args = self.episode, self._args
         assert episode is not None and args is not None
-        world = episode.world
+        view = episode.observe(self._seat)  # its task and split (reading the world would move a Rust episode)
         return {
-            "format": REPLAY_FORMAT, "episode_id": self._episode_id, "task": world.task, "split": world.split,
-            "seed": world.seed, "seat": self._seat, "judge_mode": args.judge_mode,
+            "format": REPLAY_FORMAT, "episode_id": self._episode_id, "task": view.task, "split": view.split,
+            "seed": self._seed, "seat": self._seat, "judge_mode": args.judge_mode,
             "opponents": args.opponents if args.opponents is not None else DEFAULT_OPPONENTS,
             "policy": "remote", "episode_return": episode.returns[self._seat],
             "created_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),

@@ -122,7 +122,7 @@ def build_router(manager: SessionManager, recorder: EpisodeRecorder | None) -> A
         held = seat_drivers.get(env)
         if held is not None and held[0] is episode and held[1] == name:
             return held[2]
-        policy = make_policy(name, seed=episode.world.seed if episode is not None else 0)
+        policy = make_policy(name, seed=env.seed if episode is not None and env.seed is not None else 0)
         seat_drivers[env] = (episode, name, policy)
         return policy
 

@@ -93,6 +93,7 @@ def play_episode_record(policy: str, task: str, split: str, seed: int, *, mode: 
                         opponents: Any = None, seat: str = "lab_0") -> EpisodeRecord:
     """Play one episode with ``policy`` in ``seat`` and return it as a chat in the agent's format."""
     from ..env import GpuArenaEnv
+    from ..native.episode import read_world
     from ..policies import make_policy
     from ..rollout import play_seat
 
@@ -120,7 +121,7 @@ def play_episode_record(policy: str, task: str, split: str, seed: int, *, mode: 
         conv.reply("")
     return EpisodeRecord(messages=conv.transcript, task=task, split=split, seed=seed, policy=policy, mode=mode,
                          episode_return=played.episode_return, steps=played.steps,
-                         invalid_actions=episode.world.labs[seat].invalid_actions, columns=played.columns)
+                         invalid_actions=read_world(episode).labs[seat].invalid_actions, columns=played.columns)
 
 
 @dataclass
