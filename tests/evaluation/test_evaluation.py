@@ -124,6 +124,8 @@ def test_cli_eval_report_and_replay(tmp_path):
     assert len(list(read_jsonl(rep))) == 6
     assert [(p["policy"], p["versus"], p["n"]) for p in data["paired"]] == [("rule_expert", "no_negotiation", 3)]
     assert "rule_expert − no_negotiation" in res.output
+    assert "engine: rust (" in res.output  # which engine played the run's episodes, one line
+    assert all(sum(r["engines"][e] for e in ("rust", "python")) == r["n"] for r in data["results"])
     res = runner.invoke(app, ["report", "--db", str(db), "--out-dir", str(tmp_path / "rep")])
     assert res.exit_code == 0, res.output
     assert "Paired by seed against rule_expert" in (tmp_path / "rep" / "report.md").read_text()

@@ -102,6 +102,9 @@ def test_worker_processes_play_the_episodes_inline_workers_play(tiny_sft: Path) 
     assert [r.episode_return for r in spread] == [r.episode_return for r in inline]
     assert [r.messages for r in spread] == [r.messages for r in inline]
     assert {r.engine for r in spread} <= {"rust", "python"} and all(r.engine for r in spread)
+    # why the Python core played a rollout, if it did (a model's seat binds to no world: nothing moves)
+    assert [(r.engine, r.engine_reason) for r in spread] == [(r.engine, r.engine_reason) for r in inline]
+    assert all((r.engine == "rust") == (r.engine_reason is None) for r in spread)
     # where the time went: the workers' CPU is counted, generation is part of the wall time
     assert stats.worker_cpu_seconds > 0 and inline_stats.worker_cpu_seconds == 0
     assert 0 < stats.generate_seconds < stats.seconds and stats.turns == sum(r.turns for r in spread)

@@ -39,3 +39,15 @@ def print_seat_returns(results: list[Any]) -> None:
         table.add_row(policy, task, seat, f"{sum(values) / len(values):+.4f}", f"[{low:+.4f}, {high:+.4f}]",
                       str(len(values)))
     table.print()
+
+
+def print_engines(results: list[Any]) -> None:
+    """Which engine played the evaluation's episodes, and why the Python core played the others:
+    ``engine: rust (1188 episodes), python (12: policy bound to the world 12)``, wrapped at 80
+    columns (the reasons are :mod:`gpu_arena.native.report`'s)."""
+    import textwrap
+
+    from ..native.report import engine_counts, engine_line
+
+    line = engine_line(engine_counts((r.engine, r.engine_reason) for r in results))
+    print(textwrap.fill(line, width=80, subsequent_indent="  ", break_long_words=False))

@@ -13,7 +13,7 @@ from rich.table import Table
 from ..core.opponents import DEFAULT_OPPONENTS
 from ..core.types import MAX_SEED
 from .console import console, quiet_libraries
-from .eval_tables import print_seat_returns, print_usage
+from .eval_tables import print_engines, print_seat_returns, print_usage
 from .options import MAX_SEEDS, judge_options, opponents_spec, split_list, task_list
 
 
@@ -128,6 +128,7 @@ def evaluate(
         print_seat_returns(results)
     if usage:
         print_usage(usage, wide)
+    print_engines(results)
     console.print(f"{total} episodes in {duration:.1f} s; run {run_id} stored; results in {out}")
 
 

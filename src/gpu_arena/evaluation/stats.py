@@ -8,6 +8,7 @@ from typing import Any
 import numpy as np
 
 from ..core.types import REWARD_COLUMNS
+from ..native.report import engine_counts
 from .runner import EpisodeResult
 
 BOOTSTRAP_RESAMPLES = 2000
@@ -55,6 +56,8 @@ def aggregate(results: Sequence[EpisodeResult]) -> list[dict[str, Any]]:
             "invalid_rate": sum(r.invalid_actions for r in rs) / actions if actions else 0.0,
             "columns": {c: float(np.mean([r.columns[c] for r in rs])) for c in REWARD_COLUMNS},
             "seeds": sorted(r.seed for r in rs),
+            # which engine played the group's episodes, and why the Python core played the others
+            "engines": engine_counts((r.engine, r.engine_reason) for r in rs),
         })
     return rows
 

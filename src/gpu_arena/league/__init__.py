@@ -8,6 +8,7 @@ from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
 from typing import Any
 
+from ..native.report import engine_counts
 from ..policies import DEFAULT_OPPONENTS, make_policy
 from .play import SeatResult, play_match
 from .ratings import rate
@@ -56,6 +57,8 @@ def run_league(entrants: list[str], tasks: list[str], matches: int, seed: int, *
         save_matches(con, league, records)
         stored = load_matches(con, league)
         return {"league": league, "tasks": tasks, "seed": seed, "played": len(records), "total": len(stored),
+                # which engine played this run's matches (gpu_arena.native.report)
+                "engines": engine_counts((r.get("engine", ""), r.get("engine_reason")) for r in records),
                 **rate(stored, entrants)}
     finally:
         con.close()

@@ -1,4 +1,10 @@
-"""Playing one league match: every seat driven by its policy on its own view, each seat's result."""
+"""Playing one league match: every seat driven by its policy on its own view, each seat's result.
+
+A match is played by the Python core: every seat is driven from outside (each an entrant's policy,
+or a world's archetype asked in Python), and the Rust engine plays one driven seat with its other
+seats in Rust (``NativeEpisode``). The record says so (``engine``, ``engine_reason``: the reasons of
+:mod:`gpu_arena.native.report`).
+"""
 
 from __future__ import annotations
 
@@ -8,6 +14,7 @@ from typing import Any
 from ..core.allocation import solve
 from ..core.engine import Episode
 from ..core.policy import Policy, policy_move
+from ..native.report import EVERY_SEAT_DRIVEN, PYTHON
 from ..policies import DEFAULT_OPPONENTS, make_seat_policy
 from .schedule import LeagueMatch
 
@@ -58,4 +65,4 @@ def play_match(match: LeagueMatch) -> dict[str, Any]:
              for e in world.events if e.kind == "deal" and "gains" in e.data]
     return {"index": match.index, "task": match.task, "split": match.split, "seed": match.seed,
             "self_play": match.self_play, "seats": seats, "rounds": world.round_index, "deals": deals,
-            "transcript": episode.transcript}
+            "transcript": episode.transcript, "engine": PYTHON, "engine_reason": EVERY_SEAT_DRIVEN}

@@ -27,6 +27,7 @@ from ..core.policy import seat_view
 from ..core.types import REWARD_COLUMNS
 from ..llm.parsing import FormatError, parse_action
 from ..llm.prompts import Conversation, prompt_tools
+from ..native.episode import bind_world
 from .chat import ChatTokens
 
 Answer = tuple[str, list[dict[str, Any]] | None, int]  # (text, tool calls or None, generated tokens)
@@ -58,6 +59,8 @@ class Rollout:
     # the lookahead's changed turns as prompt-completion records (training.lookahead.correction_record)
     corrections: list[dict[str, Any]] = field(default_factory=list)
     engine: str = ""  # which engine played the episode ("rust" | "python")
+    # why the Python core played it (gpu_arena.native.report's reasons; None: Rust did)
+    engine_reason: str | None = None
     # verbatim prompts (SessionConfig.verbatim): the first prompt's ids, every id after it (the model's
     # replies and the environment's turns), and 1 where the model wrote the id
     prompt_ids: list[int] = field(default_factory=list)
@@ -228,7 +231,7 @@ class Session:
         verbatim = self.config.verbatim and isinstance(reply, list)
         start = len(self.chat.ids) if self.chat.mode == "incremental" else 0
         if self.obs.done:
-            self.rollout.engine = self.engine
+            self.rollout.engine, self.rollout.engine_reason = self.engine, self.engine_reason
             # verbatim: the last reply closes the trajectory (a policy gradient needs its tokens too)
             last = list(reply) if verbatim and isinstance(reply, list) else []
             return Turn(self.key, len(self.chat.ids), last, None, True, len(last))
@@ -261,11 +264,15 @@ class Session:
 
     @property
     def engine(self) -> str:
-        playing = getattr(self.env, "engine_playing", None)
-        if isinstance(playing, str):
-            return playing
-        ep = self.env.episode if self.env is not None else None
-        return "rust" if ep is not None and type(ep).__name__ == "NativeEpisode" and not ep.in_python else "python"
+        """Which engine plays the episode now (``rust`` | ``python``)."""
+        report = self.env.engine_report() if self.env is not None else None
+        return report.playing if report is not None else "python"
+
+    @property
+    def engine_reason(self) -> str | None:
+        """Why the Python core plays the episode (None while Rust does)."""
+        report = self.env.engine_report() if self.env is not None else None
+        return report.reason if report is not None else None
 
     def _grammar(self) -> tuple[str, int] | None:
         if not self.config.constrained:
@@ -283,6 +290,7 @@ class Session:
         from ..policies import make_policy
 
         driver = make_policy(policy, seed=seed)
+        bind_world(self.env.episode, driver)  # a policy that plans with the world moves the episode, saying why
         content, calls = render_reply(driver.act(seat_view(driver, self.env.episode, self.config.seat)), "tools",
                                       "call_0")
         return content, calls, 0

@@ -29,6 +29,7 @@ from ..core.engine import Episode
 from ..core.policy import Policy, policy_move
 from ..core.types import Action, RejectedAction
 from ..models import ArenaObservation, observation_from_view
+from ..native.report import EVERY_SEAT_DRIVEN, PYTHON, EngineReport
 from ..policies import DEFAULT_OPPONENTS, make_seat_policy
 from .environment import REPLAY_FORMAT
 from .errors import ArenaRequestError, CapacityReached
@@ -36,6 +37,8 @@ from .recorder import EpisodeRecorder
 from .settings import ServerSettings
 
 REMOTE = "remote"
+# a match drives every seat from outside (remote clients, server-side policies): the Python core plays it
+MATCH_ENGINE = EngineReport(PYTHON, EVERY_SEAT_DRIVEN)
 log = logging.getLogger("gpu_arena.server")
 
 
@@ -142,11 +145,12 @@ class Match:
         self.deadline = now + self.round_timeout_s
 
     def observation(self, seat: str) -> ArenaObservation:
-        """The seat's wire observation; its metadata names the match and, when the last round went
+        """The seat's wire observation; its metadata names the match and the engine playing it
+        (``engine``: the Python core, every seat driven from outside), and, when the last round went
         on without this seat, says so (``notice``)."""
         notice = self.notice(seat)
         view = self.episode.observe(seat)
-        return observation_from_view(view, metadata={"match_id": self.match_id, "seat": seat,
+        return observation_from_view(view, metadata={"match_id": self.match_id, "seat": seat, "engine": MATCH_ENGINE.to_dict(),
                                                      **({"notice": notice} if notice else {}),
                                                      **({"replay_id": self.replay_id} if self.replay_id else {})})
 

@@ -350,6 +350,9 @@ def run_rft(run: RFTRun, progress: Callable[[dict[str, Any]], None] | None = Non
                 "arena/turns_per_s": stats.turns_per_s if stats.seconds else float("nan"),
                 "generate_s": stats.generate_seconds, "env_s": max(sample_s - stats.generate_seconds, 0.0),
                 "generate_share": stats.generate_seconds / max(sample_s, 1e-9),
+                # which engine played the sampled episodes (a Rust episode that moved to Python counts as Python)
+                "arena/rust_episodes": sum(r.engine == "rust" for r in rollouts),
+                "arena/python_episodes": sum(r.engine == "python" for r in rollouts),
                 "elapsed_s": time.perf_counter() - started,
             }
             runlog.log(it + 1, metrics)
