@@ -54,6 +54,7 @@ from gpu_arena.core.types import TASKS
 from gpu_arena.env import GpuArenaEnv
 from gpu_arena.models import observation_from_view
 from gpu_arena.native import loader as native
+from gpu_arena.native.report import engine_counts
 from gpu_arena.policies import make_policy
 
 REFERENCE = {"single_trade": 0.106, "market_round": 0.101, "coalition_market": 0.054}
@@ -79,9 +80,10 @@ def load_calib() -> Any:
     return module
 
 
-def timed_episode(env: GpuArenaEnv, seed: int) -> tuple[int, float]:
+def timed_episode(env: GpuArenaEnv, seed: int, played: list[Any] | None = None) -> tuple[int, float]:
     """One episode of a random controlled seat (its actions built from its own wire observation,
-    10% malformed): (steps, seconds inside ``step``)."""
+    10% malformed): (steps, seconds inside ``step``). ``played`` is told the episode's engine
+    report (which engine played it and why: ``gpu_arena.native.report``)."""
     steps, step_time = 0, 0.0
     obs = env.reset(seed=seed)
     driver = make_policy("random_valid", seed=seed, invalid_rate=0.1)
@@ -91,35 +93,41 @@ def timed_episode(env: GpuArenaEnv, seed: int) -> tuple[int, float]:
         obs = env.step(action)
         step_time += time.perf_counter() - t0
         steps += 1
+    if played is not None:
+        played.append(env.engine_report())
     return steps, step_time
 
 
-def _time_steps(env: GpuArenaEnv, seconds: float) -> tuple[int, int, float, float]:
+def _time_steps(env: GpuArenaEnv, seconds: float) -> tuple[int, int, float, float, dict[str, Any]]:
     """:func:`timed_episode` on seeds 0, 1, ... for about ``seconds``: (steps, episodes, seconds
-    inside ``step``, seconds in all)."""
+    inside ``step``, seconds in all, which engine played the episodes: ``engine_counts``)."""
     steps = episodes = 0
     step_time = 0.0
+    played: list[Any] = []
     t_start = time.perf_counter()
     while time.perf_counter() - t_start < seconds:
-        n, spent = timed_episode(env, episodes)
+        n, spent = timed_episode(env, episodes, played)
         steps += n
         step_time += spent
         episodes += 1
-    return steps, episodes, step_time, time.perf_counter() - t_start
+    return steps, episodes, step_time, time.perf_counter() - t_start, engine_counts(played)
 
 
-def bench_env(task: str, seconds: float) -> dict[str, float]:
-    steps, episodes, step_time, total = _time_steps(GpuArenaEnv(task=task, opponents="random_valid"), seconds)
-    return {"env_steps_per_s": steps / step_time, "env_episodes_per_s": episodes / total, "env_steps": steps}
+def bench_env(task: str, seconds: float) -> dict[str, Any]:
+    steps, episodes, step_time, total, engines = _time_steps(GpuArenaEnv(task=task, opponents="random_valid"),
+                                                              seconds)
+    return {"env_steps_per_s": steps / step_time, "env_episodes_per_s": episodes / total, "env_steps": steps,
+            "env_engines": engines}
 
 
-def bench_env_default(task: str, seconds: float, engine: str | None = None) -> dict[str, float]:
+def bench_env_default(task: str, seconds: float, engine: str | None = None) -> dict[str, Any]:
     """``GpuArenaEnv.step`` as the reference was measured: the same random controlled seat against
     the world's default opponents (its archetypes), resets excluded; on ``engine`` (None: the
-    environment's default), under ``env_default_<engine>_*`` where one is named."""
-    steps, _episodes, step_time, _total = _time_steps(GpuArenaEnv(task=task, engine=engine), seconds)
+    environment's default), under ``env_default_<engine>_*`` where one is named. ``*_engines``:
+    which engine played its episodes, and why the Python core played any."""
+    steps, _episodes, step_time, _total, engines = _time_steps(GpuArenaEnv(task=task, engine=engine), seconds)
     name = "env_default" if engine is None else f"env_default_{engine}"
-    return {f"{name}_steps_per_s": steps / step_time, f"{name}_steps": steps}
+    return {f"{name}_steps_per_s": steps / step_time, f"{name}_steps": steps, f"{name}_engines": engines}
 
 
 def bench_core(task: str, seconds: float) -> dict[str, float]:

@@ -12,6 +12,7 @@ import json
 import time
 
 from gpu_arena.evaluation import run_evaluation
+from gpu_arena.native.report import engine_counts
 from gpu_arena.policies import BASELINES
 
 TASKS = ("single_trade", "market_round", "coalition_market")
@@ -33,7 +34,9 @@ def main() -> None:
     assert [r.episode_return for r in cold] == [r.episode_return for r in warm]
     print(json.dumps({"benchmark": "holdout_table", "policies": list(BASELINES), "tasks": list(TASKS),
                       "seeds": args.seeds, "workers": args.workers, "episodes": len(cold),
-                      "cold_s": cold_s, "warm_s": warm_s, "target_s": 60.0}, indent=2))
+                      "cold_s": cold_s, "warm_s": warm_s, "target_s": 60.0,
+                      # which engine played the episodes, and why the Python core played any
+                      "engines": engine_counts((r.engine, r.engine_reason) for r in cold)}, indent=2))
 
 
 if __name__ == "__main__":

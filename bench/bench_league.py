@@ -35,6 +35,7 @@ def main(argv: list[str] | None = None) -> int:
     print(json.dumps({
         "benchmark": "league", "entrants": ENTRANTS, "task": args.task, "matches": args.matches,
         "workers": args.workers, "seconds": seconds, "matches_per_s": args.matches / seconds,
+        "engines": table["engines"],  # which engine played the matches, and why the Python core did
         "target_s": TARGET_S, "meets_target": seconds <= TARGET_S,
         "rule_expert_above_random_valid": order.index("rule_expert") < order.index("random_valid"),
         "table": [{k: r[k] for k in ("name", "mu", "sigma", "conservative", "matches", "mean_surplus")}

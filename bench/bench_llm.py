@@ -40,6 +40,7 @@ from gpu_arena.env import GpuArenaEnv
 from gpu_arena.llm import ChatAgent, Conversation, action_tools, system_prompt
 from gpu_arena.llm.agents import Completion
 from gpu_arena.llm.testing import count_prompt_tokens, typical_bpe
+from gpu_arena.native.report import engine_counts
 from gpu_arena.policies import make_policy
 
 BUDGET = 2000
@@ -94,6 +95,7 @@ def overhead(task: str, episodes: int) -> dict[str, Any]:
         step_ms: list[float] = []
         agent = StubBackend(mode=mode)  # type: ignore[arg-type]
         env = GpuArenaEnv(task=task)
+        played: list[Any] = []
         for seed in range(episodes):
             obs = env.reset(seed=seed)
             while not obs.done:
@@ -104,10 +106,13 @@ def overhead(task: str, episodes: int) -> dict[str, Any]:
                 t2 = time.perf_counter()
                 act_ms.append(1000 * (t1 - t0))
                 step_ms.append(1000 * (t2 - t1))
+            played.append(env.engine_report())
         led = agent.ledger.to_dict()
         out[mode] = {"steps": len(act_ms), "agent_ms": stats(act_ms, 3),
                      "ledger_overhead_ms_per_call": round(led["overhead_ms_per_call"], 3),
-                     "env_step_ms_mean": round(mean(step_ms), 3), "format_errors": led["format_errors"]}
+                     "env_step_ms_mean": round(mean(step_ms), 3), "format_errors": led["format_errors"],
+                     # which engine played the environment's episodes, and why the Python core played any
+                     "engines": engine_counts(played)}
     return out
 
 

@@ -32,19 +32,22 @@ from bench_core import load_calib
 from bench_server import free_port, rss_mb, start_server
 from gpu_arena.client import action_payload
 from gpu_arena.models import ArenaObservation
+from gpu_arena.native.report import EngineReport, engine_counts
 from gpu_arena.policies import make_policy
 
 
 async def seat_client(client: httpx.AsyncClient, match_id: str, seat: str, token: str, seed: int,
-                      latencies: list[float]) -> int:
-    """Play one remote seat to the end of its match; the number of actions it sent."""
+                      latencies: list[float]) -> tuple[int, EngineReport | None]:
+    """Play one remote seat to the end of its match; the number of actions it sent, and which
+    engine played the match (its last observation's ``metadata.engine``)."""
     policy = make_policy("random_valid", seed=seed)
     headers = {"Authorization": f"Bearer {token}"}
     sent = 0
     while True:
         state = (await client.get(f"/api/matches/{match_id}/seats/{seat}", headers=headers)).json()
         if state["done"]:
-            return sent
+            meta = (state.get("observation") or {}).get("metadata") or {}
+            return sent, EngineReport.from_dict(meta.get("engine"))
         if state["acted"]:
             await asyncio.sleep(0.001)
             continue
@@ -59,8 +62,9 @@ async def seat_client(client: httpx.AsyncClient, match_id: str, seat: str, token
 
 
 async def match_loop(url: str, task: str, remote: int, index: int, deadline: float,
-                     latencies: list[float]) -> tuple[int, int]:
-    """Matches one after another until ``deadline``: (rounds resolved, remote actions sent)."""
+                     latencies: list[float], played: list[EngineReport | None]) -> tuple[int, int]:
+    """Matches one after another until ``deadline``: (rounds resolved, remote actions sent);
+    ``played`` is told which engine played each match."""
     rounds = actions = 0
     seed = index * 1000
     async with httpx.AsyncClient(base_url=url, timeout=60) as client:
@@ -75,15 +79,17 @@ async def match_loop(url: str, task: str, remote: int, index: int, deadline: flo
                                           for k, (seat, token) in enumerate(sorted(created["tokens"].items()))))
             state = (await client.get(f"/api/matches/{created['match_id']}")).json()
             rounds += state["round"]
-            actions += sum(sent)
+            actions += sum(n for n, _engine in sent)
+            played.append(sent[0][1] if sent else None)
             seed += 1
     return rounds, actions
 
 
-async def measure(url: str, task: str, matches: int, remote: int, seconds: float) -> dict[str, float]:
+async def measure(url: str, task: str, matches: int, remote: int, seconds: float) -> dict[str, Any]:
     latencies: list[float] = []
+    played: list[EngineReport | None] = []
     t0 = time.monotonic()
-    results = await asyncio.gather(*(match_loop(url, task, remote, i, t0 + seconds, latencies)
+    results = await asyncio.gather(*(match_loop(url, task, remote, i, t0 + seconds, latencies, played)
                                      for i in range(matches)))
     elapsed = time.monotonic() - t0
     rounds = sum(r for r, _a in results)
@@ -92,7 +98,8 @@ async def measure(url: str, task: str, matches: int, remote: int, seconds: float
     return {"matches": matches, "remote_seats": remote, "seconds": elapsed, "rounds": rounds,
             "rounds_per_s": rounds / elapsed, "remote_actions_per_s": actions / elapsed,
             "act_p50_ms": statistics.median(ordered) * 1e3 if ordered else 0.0,
-            "act_p99_ms": ordered[int(0.99 * (len(ordered) - 1))] * 1e3 if ordered else 0.0}
+            "act_p99_ms": ordered[int(0.99 * (len(ordered) - 1))] * 1e3 if ordered else 0.0,
+            "engines": engine_counts(played)}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -111,6 +111,7 @@ def cold_caches(tok: Any) -> None:
 def run_before(tok: Any, worlds: list[Any]) -> dict[str, Any]:
     from gpu_arena.core.policy import seat_view
     from gpu_arena.llm.tools import render_reply
+    from gpu_arena.native.report import engine_counts
     from gpu_arena.policies import make_policy
     from rollouts_before import LoopBefore
 
@@ -137,7 +138,8 @@ def run_before(tok: Any, worlds: list[Any]) -> dict[str, Any]:
     return {"turns": loop.turns, "cpu_ms_per_turn": 1000 * cpu / loop.turns, "turns_per_s": loop.turns / wall,
             "answerer_ms_per_turn": 1000 * answerer[0] / loop.turns,
             "mean_return": statistics.fmean(r.episode_return for r in rollouts),
-            "valid_rate": sum(r.valid_turns for r in rollouts) / loop.turns}
+            "valid_rate": sum(r.valid_turns for r in rollouts) / loop.turns,
+            "engines": engine_counts((r.engine, r.engine_reason) for r in rollouts)}
 
 
 class ScriptedBackend:
@@ -170,6 +172,7 @@ class ScriptedBackend:
 
 
 def run_engine(tok: Any, worlds: list[Any], workers: int, backend: str = "process") -> dict[str, Any]:
+    from gpu_arena.native.report import engine_counts
     from gpu_arena.rollouts import RolloutEngine, SessionConfig, WorkerPool
     from gpu_arena.training.rollouts import chat_mode
 
@@ -196,7 +199,9 @@ def run_engine(tok: Any, worlds: list[Any], workers: int, backend: str = "proces
             "main_cpu_ms_per_turn": 1000 * (stats.main_cpu_seconds - scripted.answerer_cpu) / stats.turns,
             "mean_return": statistics.fmean(r.episode_return for r in rollouts),
             "valid_rate": sum(r.valid_turns for r in rollouts) / stats.turns,
-            "engine": sorted({r.engine for r in rollouts}), "chat_mode": config.chat_mode}
+            "engine": sorted({r.engine for r in rollouts}), "chat_mode": config.chat_mode,
+            # how many episodes each engine played, and why the Python core played any
+            "engines": engine_counts((r.engine, r.engine_reason) for r in rollouts)}
 
 
 def main() -> None:

@@ -14,6 +14,8 @@ would find its valuations in the server's caches. For each task:
 * ``steps_per_s_16`` / ``steps_per_s_64``: aggregate steps per second of wall time (resets
   included in the time, not in the count) with 16 and 64 concurrent sessions.
 * ``p50_ms_*`` / ``p99_ms_*``: step round-trip latency seen by the clients.
+* ``engines_*``: which engine played the sessions' episodes (``rust``/``python`` counts, and why
+  the Python core played any), as each episode's observations said (``metadata.engine``).
 
 * ``floor_*`` (in this process, after the server has stopped): the part of a served step that no
   engine, however fast, removes (decision 0008, "The floor"): each opponent's fresh view of a
@@ -63,6 +65,7 @@ from gpu_arena.core.types import TASKS
 from gpu_arena.env import GpuArenaEnv
 from gpu_arena.models import ArenaAction, observation_from_view
 from gpu_arena.native import loader as native
+from gpu_arena.native.report import EngineReport, engine_counts
 from gpu_arena.policies import make_policy
 
 REFERENCE_PER_CALIB = 0.012
@@ -121,13 +124,23 @@ class Deck:
         return max(0, self.dealt - len(self.plays))
 
 
-async def session(url: str, deck: Deck, deadline: float, latencies: list[float]) -> int:
+def reply_engine(reply: dict[str, Any]) -> EngineReport | None:
+    """Which engine played a WebSocket observation's episode (its metadata's ``engine``)."""
+    data = reply.get("data") or {}
+    meta = data.get("metadata") or (data.get("observation") or {}).get("metadata") or {}
+    return EngineReport.from_dict(meta.get("engine"))
+
+
+async def session(url: str, deck: Deck, deadline: float, latencies: list[float],
+                  played: list[EngineReport | None] | None = None) -> int:
+    """Play the deck's scripts over one WebSocket until ``deadline``; the steps played. ``played``
+    is told each episode's engine report, as its last observation gave it."""
     steps = 0
     async with connect(url, max_size=None) as ws:
         while time.perf_counter() < deadline:
             reset_args, actions = deck.deal()
             await ws.send(json.dumps({"type": "reset", "data": reset_args}))
-            json.loads(await ws.recv())
+            reply = json.loads(await ws.recv())
             for action in actions:
                 t0 = time.perf_counter()
                 await ws.send(json.dumps({"type": "step", "data": action}))
@@ -136,20 +149,25 @@ async def session(url: str, deck: Deck, deadline: float, latencies: list[float])
                 if reply["type"] != "observation":
                     raise RuntimeError(f"server refused a step: {reply}")
                 steps += 1
+            if played is not None:
+                played.append(reply_engine(reply))
     return steps
 
 
-async def measure(url: str, plays: list[Script], clients: int, seconds: float) -> dict[str, float]:
+async def measure(url: str, plays: list[Script], clients: int, seconds: float) -> dict[str, Any]:
     latencies: list[float] = []
+    played: list[EngineReport | None] = []
     deck = Deck(plays)
     start = time.perf_counter()
-    counts = await asyncio.gather(*(session(url, deck, start + seconds, latencies) for _ in range(clients)))
+    counts = await asyncio.gather(*(session(url, deck, start + seconds, latencies, played) for _ in range(clients)))
     wall = time.perf_counter() - start
     steps = sum(counts)
     q = quantiles(latencies, n=100)
     rate = steps / sum(latencies) if clients == 1 else steps / wall
     return {f"steps_per_s_{clients}": rate, f"p50_ms_{clients}": q[49] * 1000, f"p99_ms_{clients}": q[98] * 1000,
-            f"steps_{clients}": steps, f"replays_{clients}": deck.replays}
+            f"steps_{clients}": steps, f"replays_{clients}": deck.replays,
+            # which engine played the sessions' episodes (each as its last observation said)
+            f"engines_{clients}": engine_counts(played)}
 
 
 async def open_sessions(url: str, n: int) -> list[Any]:

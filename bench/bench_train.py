@@ -130,6 +130,7 @@ def profile_sft_step(model: Any, data_dir: Path) -> dict[str, Any]:
 
 
 def bench_rl(preset: str, model_dir: Path, out_dir: Path, worlds: int, samples: int, peak: float) -> dict[str, Any]:
+    from gpu_arena.native.report import engine_counts
     from gpu_arena.training.presets import get_preset, load_pretrained
     from gpu_arena.training.progress import quiet_third_party
     from gpu_arena.training.rft import RFTRun, run_rft
@@ -181,6 +182,8 @@ def bench_rl(preset: str, model_dir: Path, out_dir: Path, worlds: int, samples: 
         "generate_share_of_sampling": round(stats.generate_seconds / stats.seconds, 3),
         "generate_achieved_gflops": round(flops / 1e9, 2), "generate_share_of_fp32_peak": round(flops / 1e9 / peak, 4),
         "mean_return": round(sum(r.episode_return for r in rollouts) / len(rollouts), 4),
+        # which engine played the sampled episodes, and why the Python core played any
+        "engines": engine_counts((r.engine, r.engine_reason) for r in rollouts),
     }
 
 

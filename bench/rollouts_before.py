@@ -57,6 +57,9 @@ class LoopBefore:
                 self.turns += 1
         for conv, o in zip(convs, obs, strict=True):
             conv.observe(o)
+        for env, r in zip(envs, rollouts, strict=True):  # which engine played it (not timed then: recorded since)
+            report = env.engine_report()
+            r.engine, r.engine_reason = report.playing, report.reason
         return rollouts
 
     @staticmethod

@@ -27,6 +27,7 @@ from bench_core import timed_episode
 from gpu_arena.core import allocation
 from gpu_arena.env import GpuArenaEnv
 from gpu_arena.native import loader as native
+from gpu_arena.native.report import engine_counts
 
 EPISODES = {"single_trade": 60, "market_round": 30, "coalition_market": 20}
 
@@ -62,20 +63,22 @@ class PartsEnv(GpuArenaEnv):
 
 
 def step_parts(task: str, episodes: int, opponents: str | None, reps: int, parts: bool = False,
-               engine: str | None = None) -> dict[str, float]:
+               engine: str | None = None) -> dict[str, Any]:
     """µs per step of the fastest repetition after the first (``step``), and with ``parts`` its
     split (``opponents``, ``observation``, ``engine``: the rest). ``engine``: the environment's
-    (None: its default); the split times the Python core's step, whose opponents Python asks."""
+    (None: its default); the split times the Python core's step, whose opponents Python asks.
+    ``engines``: which engine played the episodes of every repetition, and why Python played any."""
     if parts:
         engine = "python"
-    best: dict[str, float] = {"step": float("inf")}
+    best: dict[str, Any] = {"step": float("inf")}
+    played: list[Any] = []
     for rep in range(reps):
         allocation._frontier.cache_clear()
         gc.collect()
         env = (PartsEnv if parts else GpuArenaEnv)(task=task, opponents=opponents, engine=engine)
         steps, spent = 0, 0.0
         for seed in range(episodes):
-            n, seconds = timed_episode(env, seed)
+            n, seconds = timed_episode(env, seed, played)
             steps += n
             spent += seconds
         if rep and spent / steps * 1e6 < best["step"]:  # the first repetition warms the process
@@ -83,11 +86,12 @@ def step_parts(task: str, episodes: int, opponents: str | None, reps: int, parts
             if isinstance(env, PartsEnv):
                 best.update({k: v / steps * 1e6 for k, v in env.spent.items()})
                 best["engine"] = best["step"] - best["opponents"] - best["observation"]
+    best["engines"] = engine_counts(played)
     return best
 
 
 def step_us(task: str, episodes: int, opponents: str | None, reps: int, engine: str | None = None) -> float:
-    return step_parts(task, episodes, opponents, reps, engine=engine)["step"]
+    return float(step_parts(task, episodes, opponents, reps, engine=engine)["step"])
 
 
 def main() -> None:
@@ -104,9 +108,11 @@ def main() -> None:
             for task, n in EPISODES.items()}
     out: dict[str, Any] = {"opponents": args.opponents, "engine": "python" if args.parts else
                            GpuArenaEnv(engine=args.engine).engine,
-                           "step_us": {t: round(r["step"]) for t, r in runs.items()}}
+                           "step_us": {t: round(r["step"]) for t, r in runs.items()},
+                           "engines": {t: r["engines"] for t, r in runs.items()}}
     if args.parts:
-        out["parts_us"] = {t: {k: round(v) for k, v in r.items() if k != "step"} for t, r in runs.items()}
+        out["parts_us"] = {t: {k: round(v) for k, v in r.items() if k not in ("step", "engines")}
+                           for t, r in runs.items()}
     print(json.dumps({**out, "native": native.status()}))
 
 

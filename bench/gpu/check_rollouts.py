@@ -97,6 +97,7 @@ def build_model(shape: str, tok: Any, device: str, dtype: Any) -> Any:
 
 
 def run(shape: str, tok: Any, worlds: int, batch: int, workers: int, device: str, dtype: Any) -> dict[str, Any]:
+    from gpu_arena.native.report import engine_counts
     from gpu_arena.rollouts import RolloutEngine, SessionConfig, TransformersBackend, WorkerPool, World
     from gpu_arena.training.rollouts import chat_mode
 
@@ -121,7 +122,8 @@ def run(shape: str, tok: Any, worlds: int, batch: int, workers: int, device: str
             "seconds": round(stats.seconds, 2), "generate_s": round(stats.generate_seconds, 2),
             "worker_cpu_s": round(stats.worker_cpu_seconds, 2), "main_cpu_s": round(stats.main_cpu_seconds, 2),
             "valid_rate": round(valid, 4),
-            "format_error_rate": round(sum(r.format_errors for r in rollouts) / max(stats.turns, 1), 4), "engine": sorted({r.engine for r in rollouts}), **util.summary()}
+            "format_error_rate": round(sum(r.format_errors for r in rollouts) / max(stats.turns, 1), 4), "engine": sorted({r.engine for r in rollouts}),
+            "engines": engine_counts((r.engine, r.engine_reason) for r in rollouts), **util.summary()}
 
 
 def main() -> None:
