@@ -100,3 +100,19 @@ def test_a_run_starts_with_no_kept_caches(tiny_sft: Path) -> None:
     assert store is not None and store.entries
     sampler.engine.begin()  # what play and the lookahead do first: training may have changed the weights
     assert not store.entries
+
+
+def test_no_forward_pass_of_a_played_episode_computes_every_positions_logits(tiny_sft: Path) -> None:
+    """A prefill wants the KV cache; every position's logits are batch x length x vocabulary floats
+    (200 coalition_market prompts: some 10 GB, which ended an evaluation in the out-of-memory killer)."""
+    model, tok = load_pretrained(tiny_sft)
+    widths: list[int] = []
+    hook = model.register_forward_hook(lambda _m, _a, out: widths.append(int(out.logits.shape[1])))
+    try:
+        sampler = BatchedSampler(model, tok, temperature=0.0, max_new_tokens=40, constrained=True)
+        sampler.play([World("coalition_market", "train", s) for s in (3, 4)])
+    finally:
+        hook.remove()
+    store = sampler.backend.prefixes
+    assert store is not None and store.hits > 0  # later turns were prefilled from kept caches
+    assert widths and set(widths) == {1}

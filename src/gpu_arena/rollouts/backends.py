@@ -195,13 +195,23 @@ class TransformersBackend:
             with torch.inference_mode():
                 positions = (mask.cumsum(-1) - 1).clamp(min=0)
                 out = self.model(input_ids=ids[:, start:-1], attention_mask=mask[:, :-1],
-                                 position_ids=positions[:, start:-1], use_cache=True, **{self._cache_name: cache})
+                                 position_ids=positions[:, start:-1], use_cache=True, **{self._cache_name: cache},
+                                 **self._no_logits)
         finally:
             if was_training:
                 self.model.train()
         self.stats.seconds += time.perf_counter() - t0
         self.stats.prompt_tokens += int(mask[:, start:].sum())
         return out.cache if getattr(out, "cache", None) is not None else out.past_key_values
+
+    @functools.cached_property
+    def _no_logits(self) -> dict[str, int]:
+        """What asks the model's forward for the last position's logits alone: a prefill wants the KV
+        cache, and every position's logits are batch x length x vocabulary floats (200 coalition_market
+        prompts: some 10 GB, which ended an evaluation in the out-of-memory killer)."""
+        import inspect
+
+        return {"logits_to_keep": 1} if "logits_to_keep" in inspect.signature(self.model.forward).parameters else {}
 
     @functools.cached_property
     def _cache_name(self) -> str:
