@@ -70,6 +70,12 @@ def turn_stats(source: str | Path | Iterable[dict[str, Any]], seat: str = "lab_0
     return rows
 
 
+# episodes in flight: a coalition_market conversation reaches 3,400 tokens by its last turn; 200 of them
+# outgrew the kept caches' budget, and one row's miss re-prefilled the whole batch, whose attention
+# (rows x heads x length^2 floats) ended two evaluations in the out-of-memory killer
+EVAL_BATCH = 32
+
+
 def evaluate_checkpoint(checkpoint: str | Path, policy: str, tasks: Sequence[str], split: str, seeds: Sequence[int],
                         *, optima: Optima | None = None, keep_replays: bool = False, max_new_tokens: int = 64,
                         constrained: bool = False, progress: Callable[[int], None] | None = None,
@@ -86,7 +92,8 @@ def evaluate_checkpoint(checkpoint: str | Path, policy: str, tasks: Sequence[str
 
     model, tokenizer = load_pretrained(checkpoint)
     sampler = BatchedSampler(model, tokenizer, temperature=0.0, max_new_tokens=max_new_tokens,
-                             batch_size=max(len(seeds), 1), constrained=constrained, prompt_mode=prompt_mode)
+                             batch_size=max(1, min(len(seeds), EVAL_BATCH)), constrained=constrained,
+                             prompt_mode=prompt_mode)
     optima = optima if optima is not None else {}
     results: list[EpisodeResult] = []
 
