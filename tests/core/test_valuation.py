@@ -6,7 +6,7 @@ import itertools
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from gpu_arena.core import welfare
@@ -77,6 +77,8 @@ def test_best_allocation_matches_brute_force(bspec, jspec, budget):
 
 @settings(max_examples=200)
 @given(blocks_st, jobs_st, st.sampled_from([1000.0, 10.0]))
+@example([(1, 1, 1, 0.7, 0.05)] * 3, [(2, 2, 1.0, 0.0, 0.0), (2, 2, 1.6015625, 0.0, 0.0), (2, 5, 2.0, 0.0, 0.0)],
+         1000.0)  # a tie: the shortcut names a job, the full plan leaves the block out
 def test_one_more_block_shortcut_matches_full_plan(bspec, jspec, budget):
     w = build(bspec[:-1] if bspec else bspec, jspec, budget=budget)
     extra = block("b_x", "lab_1", gpus=4, start=3, duration=2, energy=0.2)
@@ -86,7 +88,11 @@ def test_one_more_block_shortcut_matches_full_plan(bspec, jspec, budget):
     job = v.job_for(extra)
     if job is not None:  # the shortcut's choice is a best plan too (ties may pick another job)
         with_choice = v.plan(extra=[extra]).assignment.get("b_x")
-        assert with_choice is not None
+        if with_choice is None:
+            # or no job: a plan that leaves the block out ties with the one that uses it, so the
+            # block adds nothing (found by hypothesis: two blocks serve the 2.0 job, or they serve
+            # the 1.6 job and b_x, at energy 1.6, the 2.0 one: 1.9 both ways)
+            assert full.net == pytest.approx(v.net(), abs=1e-9)
 
 
 @settings(max_examples=150)
