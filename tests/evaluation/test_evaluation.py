@@ -321,3 +321,28 @@ def test_gain_shares_split_each_deals_joint_gain_and_the_row_keeps_them() -> Non
     agg = {a["policy"]: a for a in aggregate(rows)}
     assert agg["rule_expert"]["gain_share"] == pytest.approx(sum(expert) / len(expert))
     assert agg["no_negotiation"]["gain_share"] is None
+
+
+def test_a_source_copy_without_git_names_its_commit_from_the_environment(tmp_path) -> None:
+    """A long run plays from a copy of the source (edits to the checkout cannot reach it): no .git,
+    so the commit its evidence records comes from $GPU_ARENA_COMMIT."""
+    import shutil
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    import gpu_arena
+
+    package = Path(gpu_arena.__file__).resolve().parent
+    shutil.copytree(package, tmp_path / "copy" / "src" / "gpu_arena", ignore=shutil.ignore_patterns("__pycache__"))
+    code = f"import gpu_arena.evaluation.store as s; print(s.__file__.startswith({str(tmp_path)!r}), s.git_commit())"
+    env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(tmp_path / "copy" / "src"),
+           "GIT_CEILING_DIRECTORIES": str(tmp_path)}
+
+    def commit(**extra: str) -> str:
+        done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env={**env, **extra},
+                              cwd=tmp_path, check=True)
+        return done.stdout.strip()
+
+    assert commit() == "True None"
+    assert commit(GPU_ARENA_COMMIT="0123abc") == "True 0123abc"

@@ -112,14 +112,17 @@ def in_range(value: int) -> bool:
 
 
 def git_commit() -> str | None:
-    """The commit of the checkout this package runs from (None for an installed wheel)."""
+    """The commit of the checkout this package runs from; where the source is no checkout (a copy
+    made with ``git archive`` so a long run is not disturbed by edits, an installed wheel),
+    ``$GPU_ARENA_COMMIT`` if set, else None."""
     source = Path(__file__).resolve().parents[3]
+    fallback = os.environ.get("GPU_ARENA_COMMIT") or None
     try:
         out = subprocess.run(["git", "-C", str(source), "rev-parse", "HEAD"], capture_output=True, text=True,
                              timeout=5, check=False)
     except OSError:
-        return None
-    return out.stdout.strip() or None
+        return fallback
+    return (out.stdout.strip() if out.returncode == 0 else "") or fallback
 
 
 def versions() -> dict[str, str]:
