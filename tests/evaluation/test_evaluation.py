@@ -301,7 +301,7 @@ def test_the_store_keeps_only_replays_standard_json_can_carry(tmp_path) -> None:
 def test_gain_shares_split_each_deals_joint_gain_and_the_row_keeps_them() -> None:
     from types import SimpleNamespace
 
-    from gpu_arena.evaluation.runner import deal_gain_shares
+    from gpu_arena.evaluation.stats import deal_gain_shares
 
     def deal(labs, gains):
         return SimpleNamespace(kind="deal", data={"labs": labs, "gains": gains})

@@ -97,6 +97,8 @@ def episode_result(env: GpuArenaEnv, policy: str, task: str, split: str, seed: i
     columns as the caller summed them, the environment's episode metrics against ``optimum``, and
     the replay if kept. Every way of playing an evaluation episode (one at a time here, batched in
     ``gpu_arena.training.evaluate``) builds its row here, so the rows agree field for field."""
+    from .stats import deal_gain_shares  # stats reads this module's rows
+
     episode = env.episode
     report = env.engine_report()
     assert episode is not None and report is not None
@@ -116,23 +118,6 @@ def episode_result(env: GpuArenaEnv, policy: str, task: str, split: str, seed: i
         invalid_rate=me["invalid_rate"], invalid_actions=world.labs["lab_0"].invalid_actions,
         replay=replay, llm_usage=llm_usage, seat_returns=dict(episode.returns),
         gain_shares=deal_gain_shares(world.events, "lab_0"), engine=report.playing, engine_reason=report.reason)
-
-
-def deal_gain_shares(events: Sequence[Any], lab: str) -> list[float]:
-    """``lab``'s share of the joint gain of each deal it settled (the deal events' ``gains``: what
-    the settlement did to each side's potential), for deals whose joint gain was positive."""
-    shares = []
-    for e in events:
-        if e.kind != "deal" or lab not in e.data.get("labs", ()) or "gains" not in e.data:
-            continue
-        gains = [float(g) for g in e.data["gains"]]
-        joint = sum(gains)
-        if joint > JOINT_GAIN_EPS:
-            shares.append(gains[list(e.data["labs"]).index(lab)] / joint)
-    return shares
-
-
-JOINT_GAIN_EPS = 1e-9  # a deal whose two sides gained less than this together split nothing
 
 
 def _spec_name(spec: OpponentsSpec, seat: str, policy: Any) -> str:

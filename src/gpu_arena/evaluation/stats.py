@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -60,6 +60,28 @@ def aggregate(results: Sequence[EpisodeResult]) -> list[dict[str, Any]]:
             "engines": engine_counts((r.engine, r.engine_reason) for r in rs),
         })
     return rows
+
+
+JOINT_GAIN_EPS = 1e-9  # a deal whose two sides gained less than this together split nothing
+
+
+def deal_gain_share(deal: Mapping[str, Any], lab: str) -> float | None:
+    """``lab``'s share of a settled deal's joint gain: ``deal`` is a deal event's data (its ``labs``
+    and ``gains``, what the settlement did to each side's potential); None where ``lab`` was no party
+    or the joint gain was not positive. The evaluation's rows and the league's bargaining metrics
+    both read it."""
+    labs, gains = list(deal.get("labs", ())), deal.get("gains")
+    if gains is None or lab not in labs:
+        return None
+    joint = sum(float(g) for g in gains)
+    return float(gains[labs.index(lab)]) / joint if joint > JOINT_GAIN_EPS else None
+
+
+def deal_gain_shares(events: Iterable[Any], lab: str) -> list[float]:
+    """:func:`deal_gain_share` of every deal event in ``events`` that ``lab`` settled with a positive
+    joint gain, in order."""
+    shares = (deal_gain_share(e.data, lab) for e in events if e.kind == "deal")
+    return [s for s in shares if s is not None]
 
 
 def _mean_or_none(values: Sequence[float]) -> float | None:

@@ -16,7 +16,7 @@ from typing import Any
 from openskill.models import PlackettLuce
 
 from ..core.opponents import DEFAULT_OPPONENTS
-from ..evaluation.stats import bootstrap_ci
+from ..evaluation.stats import bootstrap_ci, deal_gain_share
 
 
 def _ranks(surpluses: list[float]) -> list[float]:
@@ -58,7 +58,6 @@ def rate(records: Iterable[Mapping[str, Any]], entrants: Iterable[str]) -> dict[
             continue
         by_lab = {s["lab"]: s["entrant"] for s in seats}
         for deal in rec.get("deals", ()):
-            joint = sum(deal["gains"])
             for lab, gain in zip(deal["labs"], deal["gains"], strict=True):
                 entrant = by_lab.get(lab)
                 if entrant is None:
@@ -66,8 +65,9 @@ def rate(records: Iterable[Mapping[str, Any]], entrants: Iterable[str]) -> dict[
                 deal_count[entrant] += 1
                 if (deal.get("left_on_table") or 0.0) > 1e-6:
                     inefficient[entrant] += 1
-                if joint > 1e-9:
-                    shares[entrant].append(gain / joint)
+                share = deal_gain_share(deal, lab)
+                if share is not None:
+                    shares[entrant].append(share)
                 if gain < -1e-9:
                     violations[entrant] += 1
         for s in seats:
