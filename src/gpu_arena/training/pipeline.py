@@ -394,10 +394,10 @@ def _stage_eval(run: PipelineRun, paths: Paths, show: Callable[[str, int], Any])
         scripted = [p for p in policies if not p.startswith("llm:")]
         results = run_evaluation(scripted, tasks, "holdout", seeds, workers=run.workers, keep_replays=True,
                                  optima=optima, progress=tick, backend=run.backend) if scripted else []
-        for path in reversed(checkpoints.values()):  # the start first, as the rows have always come
-            results += evaluate_checkpoint(path, llm_policy(path, constrained, mode), tasks, "holdout", seeds,
-                                           optima=optima, constrained=constrained, prompt_mode=mode,
-                                           keep_replays=True, progress=tick)
+        for role, path in checkpoints.items():
+            results += evaluate_checkpoint(path, roles[role], tasks, "holdout", seeds, optima=optima,
+                                           constrained=constrained, prompt_mode=mode, keep_replays=True,
+                                           progress=tick)
         order = {p: i for i, p in enumerate(policies)}
         results.sort(key=lambda r: (tasks.index(r.task), order[r.policy], r.seed))
     duration = time.perf_counter() - t0
