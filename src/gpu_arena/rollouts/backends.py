@@ -205,21 +205,24 @@ class TransformersBackend:
         return out.cache if getattr(out, "cache", None) is not None else out.past_key_values
 
     @functools.cached_property
+    def _forward_params(self) -> frozenset[str]:
+        """The names the model's forward takes (read once: the arguments below depend on them)."""
+        import inspect
+
+        return frozenset(inspect.signature(self.model.forward).parameters)
+
+    @property
     def _no_logits(self) -> dict[str, int]:
         """What asks the model's forward for the last position's logits alone: a prefill wants the KV
         cache, and every position's logits are batch x length x vocabulary floats (200 coalition_market
         prompts: some 10 GB, which ended an evaluation in the out-of-memory killer)."""
-        import inspect
+        return {"logits_to_keep": 1} if "logits_to_keep" in self._forward_params else {}
 
-        return {"logits_to_keep": 1} if "logits_to_keep" in inspect.signature(self.model.forward).parameters else {}
-
-    @functools.cached_property
+    @property
     def _cache_name(self) -> str:
         """What the model's forward calls its KV cache: ``cache`` from transformers 5.2x (which
         warns on the old name), ``past_key_values`` before."""
-        import inspect
-
-        return "cache" if "cache" in inspect.signature(self.model.forward).parameters else "past_key_values"
+        return "cache" if "cache" in self._forward_params else "past_key_values"
 
     def _group(self, ids: Any, mask: Any, temperature: float, top_p: float, max_new_tokens: int, seed: int,
                grammars: list[Grammar | None] | None, cache: Any = None) -> tuple[list[list[int] | str], Any]:
