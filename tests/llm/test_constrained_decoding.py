@@ -216,3 +216,37 @@ def test_the_pipeline_evaluates_the_decoder_it_trained_with() -> None:
     run = PipelineRun(output="run", constrained=True)
     assert "--constrained" in run.command_line() and run.resolved().constrained is True
     assert "--free" in PipelineRun(output="run", constrained=False).command_line()
+
+
+@pytest.mark.parametrize("task", TASKS)
+def test_accept_offers_only_what_can_settle(task: str) -> None:
+    """``accept_offer`` names an incoming offer only when the seat's view says it can settle, and
+    never leaves out one the rules would settle: accepting each incoming offer on a fork agrees
+    with the legal list, except where the view cannot tell."""
+    from gpu_arena.core.policy import seat_view
+    from gpu_arena.policies import make_policy
+
+    seen = 0
+    for seed in range(24):
+        env = GpuArenaEnv(task=task, split="train")
+        env.reset(seed=seed)
+        assert env.episode is not None
+        # seats that let offers wait while they use their blocks and money, so some go stale
+        player = make_policy(("rule_expert", "greedy_hoarder", "random_valid")[seed % 3], seed=seed)
+        while not env.episode.done:
+            view = env.episode.observe("lab_0")
+            acceptable = set(legal_ids(view)["accept_offer"]["offer_id"])
+            for o in view.active_offers:
+                if o.status != "open" or o.target != "lab_0":
+                    continue
+                seen += 1
+                result = env.fork().step(ArenaAction(action_type="accept_offer", offer_id=o.offer_id)).last_action_result
+                if o.offer_id in acceptable:
+                    # what the view cannot show: another lab's must-allocate mark, a move made
+                    # earlier in the same round (the rules settle a round's moves in order)
+                    hidden = result.code == "no_resale" or result.message.startswith("conflict with an earlier move")
+                    assert result.ok or hidden, (task, seed, o, result)
+                else:
+                    assert not result.ok, (task, seed, o)
+            env.step(player.act(seat_view(player, env.episode, "lab_0")))
+    assert seen > 0  # the opponents made offers for the check to judge

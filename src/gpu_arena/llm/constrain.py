@@ -39,8 +39,8 @@ from .prompts import reply_format
 from .tools import action_tools
 
 # (action, field) -> which of the view's id lists may fill it
-_OWN_FREE, _OWN_HELD, _MARKET, _INCOMING, _ANY_OFFER, _JOBS, _POOLED, _LABS, _COALITIONS = (
-    "own_free", "own_held", "market", "incoming", "any_offer", "jobs", "pooled", "labs", "coalitions")
+_OWN_FREE, _OWN_HELD, _MARKET, _INCOMING, _ACCEPTABLE, _ANY_OFFER, _JOBS, _POOLED, _LABS, _COALITIONS = (
+    "own_free", "own_held", "market", "incoming", "acceptable", "any_offer", "jobs", "pooled", "labs", "coalitions")
 FIELDS: dict[str, dict[str, str]] = {
     "allocate_to_job": {"block_ids": _OWN_FREE, "job_id": _JOBS},
     "reserve_capacity": {"block_ids": _OWN_FREE, "job_id": _JOBS},
@@ -49,7 +49,7 @@ FIELDS: dict[str, dict[str, str]] = {
                    "job_id": _JOBS},
     "counter_offer": {"offer_id": _INCOMING, "block_ids": _OWN_FREE, "requested_block_ids": _MARKET,
                       "job_id": _JOBS},
-    "accept_offer": {"offer_id": _INCOMING, "job_id": _JOBS},
+    "accept_offer": {"offer_id": _ACCEPTABLE, "job_id": _JOBS},
     "reject_offer": {"offer_id": _ANY_OFFER},
     "make_pitch": {"job_id": _JOBS},
     "counter_pitch": {"target_lab_id": _LABS, "job_id": _JOBS},
@@ -90,6 +90,7 @@ def legal_ids(view: Any) -> dict[str, dict[str, list[str]]]:
         _MARKET: [b.block_id for b in view.public_market.blocks
                   if b.owner != me and b.tradeable and b.start_round > now],
         _INCOMING: [o.offer_id for o in offers if o.target == me],
+        _ACCEPTABLE: [o.offer_id for o in offers if o.target == me and _can_settle(view, o)],
         _ANY_OFFER: [o.offer_id for o in offers],
         _JOBS: [j.job_id for j in jobs],
         _POOLED: [j.job_id for j in jobs if j.pooled],
@@ -99,6 +100,36 @@ def legal_ids(view: Any) -> dict[str, dict[str, list[str]]]:
                       and now < c.expires_round],
     }
     return {action: {f: lists[src] for f, src in fields.items()} for action, fields in FIELDS.items()}
+
+
+def _can_settle(view: Any, offer: Any) -> bool:
+    """Whether an incoming open offer can settle as far as the seat's view tells: its sender still
+    plays and can pay, the seat can pay what it asks, the blocks on both sides are still free, not
+    started and not bought under a condition, and a ``coalition_only`` offer has a formed coalition
+    behind it. What the view hides (another lab's ``must_allocate`` mark) stays the rules' to judge.
+    Accepting a stale offer is refused and costs the turn (``offer_stale``): most of the rule-level
+    refusals left under the grammar were such accepts (decision 0028)."""
+    me, now, slack = view.controlled_lab_id, view.round_index, 1e-9
+    labs = {lab.lab_id: lab for lab in view.visible_labs}
+    sender = labs.get(offer.sender)
+    if now >= offer.expires_round or sender is None or sender.finished or offer.payment > sender.budget + slack:
+        return False
+    if offer.requested_payment > view.controlled_lab_budget + slack:
+        return False
+    market = {b.block_id: b for b in view.public_market.blocks}
+    for bid in offer.block_ids:
+        b = market.get(bid)
+        if b is None or b.owner != offer.sender or not b.tradeable or b.no_resale:
+            return False
+    own = {b.block_id: b for b in view.owned_blocks}
+    for bid in offer.requested_block_ids:
+        b = own.get(bid)
+        if b is None or b.status != "free" or b.start_round <= now or b.no_resale or b.must_allocate:
+            return False
+    if offer.conditions.get("coalition_only"):
+        return any(c.status == "formed" and me in c.members and offer.sender in c.members
+                   for c in view.active_coalitions)
+    return True
 
 
 def _lit(text: str) -> str:
