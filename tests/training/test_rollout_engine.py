@@ -144,6 +144,37 @@ def test_the_engine_plays_a_text_backend_through_the_parser(tok: Any) -> None:
     assert all(a.action_type == "wait" for a in r.actions)
 
 
+def test_refused_turns_are_counted_by_the_rule_that_refused_them(tok: Any) -> None:
+    """A rollout counts its refused turns by code, and GRPO's logged metrics carry each code's
+    share of the turns (what a grammar of legal ids cannot see)."""
+    from gpu_arena.rollouts import GenerationStats
+    from gpu_arena.training.grpo_rollouts import reward_functions
+
+    class Text:
+        name, constrained = "text", False
+
+        def __init__(self) -> None:
+            self.stats = GenerationStats()
+
+        def generate(self, prompts: Any, **kwargs: Any) -> list[Any]:  # an offer of a block it does not hold
+            call = {"name": "send_offer", "arguments": {"target_lab_id": "lab_1", "block_ids": ["b_9_9"]}}
+            return [f"<tool_call>\n{json.dumps(call)}\n</tool_call>"] * len(prompts)
+
+    with WorkerPool(SessionConfig(tok, chat_mode="incremental")) as pool:
+        rollouts, _stats = RolloutEngine(Text(), pool, temperature=0.0).play([World("single_trade", "train", 2)])
+    [r] = rollouts
+    assert r.valid_turns == 0 and r.turns > 0
+    assert r.refusals == {"unknown_block": r.turns}
+    logged: dict[str, float] = {}
+    rate = reward_functions()[-1]
+    rate(turns=[r.turns, 4], valid_turns=[0, 3], format_errors=[0, 0], episode_return=[0.0, 0.0],
+         turns_per_s=[1.0, 1.0], generate_share=[0.5, 0.5], refusals=[r.refusals, {"offer_stale": 1}],
+         log_metric=logged.__setitem__)
+    total = r.turns + 4
+    assert logged["arena/refused/unknown_block"] == pytest.approx(r.turns / total)
+    assert logged["arena/refused/offer_stale"] == pytest.approx(1 / total)
+
+
 def test_unknown_worker_backends_and_counts_are_refused(tok: Any) -> None:
     config = SessionConfig(tok)
     with pytest.raises(ValueError, match="worker backend"):

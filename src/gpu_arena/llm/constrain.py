@@ -139,10 +139,11 @@ def _lit(text: str) -> str:
 
 @dataclass(frozen=True, slots=True)
 class _Piece:
-    """A Lark expression and the most bytes a sentence of it has."""
+    """A Lark expression, the most bytes a sentence of it has, and the named rules it refers to."""
 
     lark: str
     max_bytes: int
+    rules: tuple[str, ...] = ()
 
 
 def _choice(values: Sequence[str]) -> _Piece:
@@ -157,9 +158,26 @@ def _some(one: _Piece, n: int, open_: str, close: str) -> _Piece:
     return _Piece(f"{_lit(open_)} {one.lark}{tail} {_lit(close)}", 2 + n * one.max_bytes + (n - 1) * 2)
 
 
-def _id_list(values: Sequence[str]) -> _Piece:
-    """A JSON list of 1 to ``len(values)`` of ``values`` (duplicates are the rules' to refuse)."""
-    return _some(_choice(values), len(values), "[", "]")
+# lists the teacher writes in an order of its own (a coalition's blocks grouped by member): any order,
+# a repeated id left to the rules
+_ANY_ORDER = frozenset({"form_coalition"})
+
+
+def _id_list(values: Sequence[str], name: str) -> _Piece:
+    """A JSON list of 1 to ``len(values)`` distinct ``values``, in their order: the legal lists keep
+    the view's order, which the teacher's lists follow, and the rules refuse a repeated id
+    (``duplicate_ids``: the most frequent refusal left under the grammar, issue 31). ``name`` makes
+    the rules' names unique in a grammar. Two named rules an id: ``{name}_s{i}`` is a list that goes
+    on from the i-th id or a later one, ``{name}_l{i}`` one that goes on from the i-th."""
+    quoted = [_lit(json.dumps(v)) for v in values]
+    n, sep = len(values), _lit(", ")
+    rules = []
+    for i, q in enumerate(quoted):
+        more = f" ({sep} {name}_s{i + 1})?" if i + 1 < n else ""
+        rules.append(f"{name}_l{i}: {q}{more}")
+        rules.append(f"{name}_s{i}: {name}_l{i}" + (f" | {name}_s{i + 1}" if i + 1 < n else ""))
+    longest = sum(len(json.dumps(v).encode()) for v in values) + 2 * (n - 1)
+    return _Piece(f'"[" {name}_s0 "]"', 2 + longest, tuple(rules))
 
 
 def _object(members: Sequence[tuple[str, _Piece, bool]], lead: bool) -> _Piece:
@@ -193,7 +211,11 @@ def _value(action: str, name: str, schema: Mapping[str, Any], ids: Mapping[str, 
         values = ids[name]
         if not values:
             return None
-        return _id_list(values) if schema.get("type") == "array" else _choice(values)
+        if schema.get("type") != "array":
+            return _choice(values)
+        if action in _ANY_ORDER:
+            return _some(_choice(values), len(values), "[", "]")
+        return _id_list(values, f"{action}_{name}")
     kind = schema.get("type")
     if name == "message":
         return _Piece(MESSAGE, MESSAGE_CHARS + 2)
@@ -248,6 +270,7 @@ def _action_rule(action: str, ids: tuple[tuple[str, tuple[str, ...]], ...], shar
                 return None  # a required id with no legal value: the action is not offered
             continue
         members.append((name, piece, name in required))
+    helpers = [r for _, piece, _ in members for r in piece.rules]
     if mode == "tools":
         body = _object(members, lead=False)
         head = f'<tool_call>\n{{"name": {json.dumps(action)}, "arguments": {{'
@@ -256,7 +279,8 @@ def _action_rule(action: str, ids: tuple[tuple[str, tuple[str, ...]], ...], shar
         body = _object(members, lead=True)
         head = f'{{"action_type": {json.dumps(action)}'
         tail = "}"
-    return f"a_{action}: {_lit(head)} {body.lark} {_lit(tail)}", len(head.encode()) + body.max_bytes + len(tail)
+    rule = f"a_{action}: {_lit(head)} {body.lark} {_lit(tail)}"
+    return "\n".join([rule, *helpers]), len(head.encode()) + body.max_bytes + len(tail)
 
 
 def action_grammar(legal: Mapping[str, Mapping[str, Sequence[str]]], mode: str = "tools",

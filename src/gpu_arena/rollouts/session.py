@@ -55,6 +55,7 @@ class Rollout:
     columns: dict[str, float] = field(default_factory=lambda: dict.fromkeys(REWARD_COLUMNS, 0.0))
     valid_turns: int = 0
     format_errors: int = 0
+    refusals: dict[str, int] = field(default_factory=dict)  # the rules' code -> turns refused with it
     generated_tokens: int = 0
     # the lookahead's changed turns as prompt-completion records (training.lookahead.correction_record)
     corrections: list[dict[str, Any]] = field(default_factory=list)
@@ -258,8 +259,11 @@ class Session:
         r.episode_return += float(o.reward or 0.0)
         for c in REWARD_COLUMNS:
             r.columns[c] += float(o.reward_breakdown[c])
-        if o.last_action_result.ok:
+        result = o.last_action_result
+        if result.ok:
             r.valid_turns += 1
+        else:
+            r.refusals[result.code] = r.refusals.get(result.code, 0) + 1
         return o
 
     @property

@@ -82,6 +82,7 @@ class EngineRollouts:
             "turns": [r.turns for r in rollouts],
             "valid_turns": [r.valid_turns for r in rollouts],
             "format_errors": [r.format_errors for r in rollouts],
+            "refusals": [dict(r.refusals) for r in rollouts],
             # each move as ArenaToolEnv records it: the action's fields, or the refusal of an unreadable reply
             "actions": [[a.model_dump(exclude_defaults=True) if hasattr(a, "model_dump") else
                          {"rejected": getattr(a, "code", ""), "message": getattr(a, "message", "")}
@@ -97,7 +98,8 @@ class EngineRollouts:
 def reward_functions() -> list[Callable[..., list[float]]]:
     """The reward functions of an engine-fed GRPO run, in order: the episode return (weight 1), then,
     to be given weight 0 so they are only logged, one per reward column and ``valid_action_rate``
-    (which also logs ``arena/*`` metrics, the engine's turns/s and generate share)."""
+    (which also logs ``arena/*`` metrics, the engine's turns/s and generate share, and per turn the
+    share refused by each rule, ``arena/refused/<code>``)."""
 
     def episode_return(episode_return: list[float], **_: Any) -> list[float]:
         return [float(x) for x in episode_return]
@@ -111,6 +113,7 @@ def reward_functions() -> list[Callable[..., list[float]]]:
 
     def valid_action_rate(turns: list[int], valid_turns: list[int], format_errors: list[int],
                           episode_return: list[float], turns_per_s: list[float], generate_share: list[float],
+                          refusals: list[dict[str, int]] | None = None,
                           log_metric: Callable[[str, float], None] | None = None, **_: Any) -> list[float]:
         rates = [v / t if t else 0.0 for v, t in zip(valid_turns, turns, strict=True)]
         if log_metric is not None and turns:
@@ -120,6 +123,13 @@ def reward_functions() -> list[Callable[..., list[float]]]:
             log_metric("arena/episode_return", sum(episode_return) / len(episode_return))
             log_metric("arena/turns_per_s", turns_per_s[0])
             log_metric("arena/generate_share", generate_share[0])
+            # which rules refused the turns that were not valid: what a grammar cannot see
+            codes: dict[str, int] = {}
+            for r in refusals or ():
+                for code, n in r.items():
+                    codes[code] = codes.get(code, 0) + n
+            for code, n in sorted(codes.items()):
+                log_metric(f"arena/refused/{code}", n / total)
         return rates
 
     return [episode_return, *(column(c) for c in REWARD_COLUMNS), valid_action_rate]
