@@ -12,8 +12,11 @@ tokenization) is measured and taken out on both sides.
 
 * ``env_side_cpu_ms_per_turn``: CPU seconds per turn, this process and the workers together, for
   the loop before the engine (``before``, :mod:`rollouts_before`) and the engine (inline workers
-  and one worker process), per task. Both play the same episodes (their mean returns are printed
-  and must agree).
+  and one worker process), per task. All play the same episodes (their mean returns are printed
+  and must agree). The engine checks a greedy reply against its turn's grammar without compiling
+  it and compiles only for the replies that do not fit (``checked``/``redone``: the scripted
+  moves nearly always fit; decision 0033 measures a trained model's share);
+  ``engine_1_worker_grammar_every_turn`` compiles every turn's grammar, as the engine did before.
 * ``env_side_speedup``: per task, before's CPU per turn over the engine's (one worker process,
   the way the training runs it). Target: at least 5 on single_trade and market_round (issue 31).
 * ``scaling``: environment-side turns/s (wall) with 1, 2 and 4 worker processes and with Ray
@@ -100,12 +103,12 @@ def warm_worlds(worlds: list[Any]) -> list[Any]:
 def cold_caches(tok: Any) -> None:
     """Forget the grammar rules and matchers this process compiled (the engine keeps them across
     runs; without this, a run after another would start warm)."""
-    from gpu_arena.llm import constrain
+    from gpu_arena.llm import constrain, matching
 
     constrain._action_rule.cache_clear()
     constrain._SEAT_GRAMMARS.clear()
-    if hasattr(tok, constrain._MATCHERS_ATTR):
-        delattr(tok, constrain._MATCHERS_ATTR)
+    if hasattr(tok, matching._MATCHERS_ATTR):
+        delattr(tok, matching._MATCHERS_ATTR)
 
 
 def run_before(tok: Any, worlds: list[Any]) -> dict[str, Any]:
@@ -144,10 +147,12 @@ def run_before(tok: Any, worlds: list[Any]) -> dict[str, Any]:
 
 class ScriptedBackend:
     """A generation backend whose replies are rule_expert's moves, asked of the workers that hold
-    the episodes (the engine tells it which episode each prompt is)."""
+    the episodes (the engine tells it which episode each prompt is). A prompt asked again (a
+    greedy reply checked and decoded again under its grammar) gets the move it got first."""
 
     name = "scripted"
     constrained = True
+    returns_ids = True
 
     def __init__(self, tok: Any) -> None:
         from gpu_arena.rollouts import GenerationStats
@@ -157,21 +162,27 @@ class ScriptedBackend:
         self.pool: Any = None
         self.keys: list[int] = []
         self.answerer_cpu = 0.0
+        self.moves: dict[int, list[int]] = {}  # id(prompt) -> the reply it got this round (the engine's call)
 
     def generate(self, prompts: Any, *, grammars: Any = None, **kwargs: Any) -> list[list[int] | str]:
-        from gpu_arena.llm.constrain import ActionGrammar, GrammarConstraint
+        from gpu_arena.llm.constrain import ActionGrammar
+        from gpu_arena.llm.matching import GrammarConstraint
 
         if grammars is not None:  # the matchers a model's decoding would start from, as TransformersBackend builds them
             GrammarConstraint(self.tok, [None if g is None else ActionGrammar(g[0], (), g[1]) for g in grammars],
                               max(len(p) for p in prompts))
+        if all(id(p) in self.moves for p in prompts):  # asked again: the same moves
+            return [self.moves[id(p)] for p in prompts]
         moves = self.pool.propose([(k, "rule_expert", 0) for k in self.keys]).wait()
         t0 = time.process_time()
         out: list[list[int] | str] = [reply_ids(self.tok, m) for m in moves]
+        self.moves = {id(p): r for p, r in zip(prompts, out, strict=True)}
         self.answerer_cpu += time.process_time() - t0
         return out
 
 
-def run_engine(tok: Any, worlds: list[Any], workers: int, backend: str = "process") -> dict[str, Any]:
+def run_engine(tok: Any, worlds: list[Any], workers: int, backend: str = "process",
+               check_first: bool = True) -> dict[str, Any]:
     from gpu_arena.native.report import engine_counts
     from gpu_arena.rollouts import RolloutEngine, SessionConfig, WorkerPool
     from gpu_arena.training.rollouts import chat_mode
@@ -181,14 +192,16 @@ def run_engine(tok: Any, worlds: list[Any], workers: int, backend: str = "proces
     class Engine(RolloutEngine):
         def generate(self, flight: Any, rows: Any, temperature: float, seed: int, repeat: int = 1) -> Any:
             scripted.keys = [flight.keys[i] for i in rows for _ in range(repeat)]
+            scripted.moves = {}  # a new round: the prompts (lists extended in place) get new moves
             return super().generate(flight, rows, temperature, seed, repeat)
 
     cold_caches(tok)  # every run compiles its own grammars and matchers (its warm-up, below, warms them)
     config = SessionConfig(tok, constrained=True, chat_mode=chat_mode(tok))
     with WorkerPool(config, workers, backend) as pool:
         scripted.pool = pool
-        engine = Engine(scripted, pool, temperature=0.0, batch_size=len(worlds))
+        engine = Engine(scripted, pool, temperature=0.0, batch_size=len(worlds), check_first=check_first)
         engine.play(warm_worlds(worlds))  # imports, template, caches: as in a long run
+        engine.checked = engine.redone = 0
         scripted.answerer_cpu = 0.0
         pool.method_cpu.clear()
         rollouts, stats = engine.play(worlds)
@@ -201,7 +214,9 @@ def run_engine(tok: Any, worlds: list[Any], workers: int, backend: str = "proces
             "valid_rate": sum(r.valid_turns for r in rollouts) / stats.turns,
             "engine": sorted({r.engine for r in rollouts}), "chat_mode": config.chat_mode,
             # how many episodes each engine played, and why the Python core played any
-            "engines": engine_counts((r.engine, r.engine_reason) for r in rollouts)}
+            "engines": engine_counts((r.engine, r.engine_reason) for r in rollouts),
+            # greedy replies checked against their grammar without compiling it, and decoded again
+            "check_first": check_first, "checked": engine.checked, "redone": engine.redone}
 
 
 def main() -> None:
@@ -222,13 +237,17 @@ def main() -> None:
         before = run_before(tok, worlds)
         inline = run_engine(tok, worlds, 0)
         process = run_engine(tok, worlds, 1)
-        out["tasks"][task] = {"before": before, "engine_inline": inline, "engine_1_worker": process}
+        every_turn = run_engine(tok, worlds, 1, check_first=False)  # the grammar compiled on every turn
+        out["tasks"][task] = {"before": before, "engine_inline": inline, "engine_1_worker": process,
+                              "engine_1_worker_grammar_every_turn": every_turn}
         speedup[task] = round(before["cpu_ms_per_turn"] / process["cpu_ms_per_turn"], 2)
-        if abs(before["mean_return"] - process["mean_return"]) > 1e-9:
-            out.setdefault("warnings", []).append(f"{task}: the two loops played different episodes")
+        if max(abs(before["mean_return"] - r["mean_return"]) for r in (inline, process, every_turn)) > 1e-9:
+            out.setdefault("warnings", []).append(f"{task}: the loops played different episodes")
     out["env_side_cpu_ms_per_turn"] = {t: {"before": round(v["before"]["cpu_ms_per_turn"], 3),
                                            "engine_inline": round(v["engine_inline"]["cpu_ms_per_turn"], 3),
-                                           "engine_1_worker": round(v["engine_1_worker"]["cpu_ms_per_turn"], 3)}
+                                           "engine_1_worker": round(v["engine_1_worker"]["cpu_ms_per_turn"], 3),
+                                           "engine_1_worker_grammar_every_turn":
+                                               round(v["engine_1_worker_grammar_every_turn"]["cpu_ms_per_turn"], 3)}
                                        for t, v in out["tasks"].items()}
     out["env_side_speedup"] = speedup
     out["env_side_speedup_target"] = 5.0

@@ -118,7 +118,7 @@ class LoopBefore:
         if grammars is not None:
             from transformers import LogitsProcessorList
 
-            from gpu_arena.llm.constrain import GrammarConstraint
+            from gpu_arena.llm.matching import GrammarConstraint
 
             grammar = GrammarConstraint(tok, grammars, width, cache_matchers=False)  # compiled every turn, as then
             kwargs["max_new_tokens"] = grammar.max_new_tokens(64)

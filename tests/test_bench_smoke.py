@@ -144,9 +144,13 @@ def test_rollout_bench_takes_the_answerer_out_and_plays_the_same_episodes() -> N
     before = bench_rollouts.run_before(tok, worlds)
     inline = bench_rollouts.run_engine(tok, worlds, 0)
     spread = bench_rollouts.run_engine(tok, worlds, 1)
+    every_turn = bench_rollouts.run_engine(tok, worlds, 1, check_first=False)
     # the same episodes on every path, rule_expert's moves read back as a model's replies
-    assert before["mean_return"] == inline["mean_return"] == spread["mean_return"]
+    assert before["mean_return"] == inline["mean_return"] == spread["mean_return"] == every_turn["mean_return"]
     assert before["turns"] == inline["turns"] == spread["turns"] and before["valid_rate"] > 0.9
+    # the teacher's moves fit their grammars: checked without compiling it, seldom decoded again
+    assert spread["checked"] == spread["turns"] and spread["redone"] < spread["checked"] / 10
+    assert every_turn["checked"] == every_turn["redone"] == 0
     for row in (before, inline, spread):
         assert row["cpu_ms_per_turn"] > 0 and row["turns_per_s"] > 0
     assert before["answerer_ms_per_turn"] > 0 and spread["main_cpu_ms_per_turn"] < spread["cpu_ms_per_turn"]

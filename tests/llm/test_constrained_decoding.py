@@ -15,7 +15,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gpu_arena.env import GpuArenaEnv
-from gpu_arena.llm.constrain import FIELDS, action_grammar, grammar_tokenizer, legal_ids, seat_grammar
+from gpu_arena.llm.constrain import FIELDS, action_grammar, by_action, legal_ids, legal_lists, seat_grammar
+from gpu_arena.llm.matching import grammar_tokenizer
 from gpu_arena.llm.parsing import FormatError, parse_action
 from gpu_arena.models import ArenaAction
 from gpu_arena.training.presets import load_pretrained
@@ -250,3 +251,89 @@ def test_accept_offers_only_what_can_settle(task: str) -> None:
                     assert not result.ok, (task, seed, o)
             env.step(player.act(seat_view(player, env.episode, "lab_0")))
     assert seen > 0  # the opponents made offers for the check to judge
+
+
+@settings(max_examples=60, deadline=None)
+@given(seed=st.integers(0, 10_000), task=st.sampled_from(TASKS), rounds=st.integers(0, 4),
+       mode=st.sampled_from(["tools", "json"]), walk=st.integers(0, 2**31), stop_early=st.sampled_from([0.0, 0.3]),
+       source=st.sampled_from(["this", "other", "shuffled"]))
+def test_a_reply_fits_exactly_when_its_turns_grammar_accepts_it(tokenizer: Any, seed: int, task: str, rounds: int,
+                                                                 mode: str, walk: int, stop_early: float,
+                                                                 source: str) -> None:
+    """``reply_fits`` (the generic grammar, compiled once, and the ids checked in Python) agrees
+    with the turn's own grammar: on sentences of that grammar, of another world's, and of one
+    whose legal lists were shuffled (lists out of the view's order). It never accepts what the
+    turn's grammar refuses; it may send a reply with coalition shares to the grammar instead."""
+    import llguidance
+
+    from gpu_arena.llm.matching import reply_fits
+
+    env = GpuArenaEnv(task=task, split="train")
+    env.reset(seed=seed)
+    assert env.episode is not None
+    for _ in range(rounds):
+        if env.episode.done:
+            break
+        env.step(ArenaAction(action_type="wait"))
+    view = env.episode.observe("lab_0")
+    legal = legal_ids(view)
+    rng = random.Random(walk)
+    if source == "other":
+        other = GpuArenaEnv(task=task, split="train")
+        other.reset(seed=seed + 1)
+        assert other.episode is not None
+        lark = seat_grammar(other.episode.observe("lab_0"), mode).lark
+    elif source == "shuffled":
+        mixed = {a: {f: rng.sample(v, len(v)) for f, v in fields.items()} for a, fields in legal.items()}
+        lark = action_grammar(mixed, mode, [view.controlled_lab_id, *legal["form_coalition"]["member_lab_ids"]]).lark
+    else:
+        lark = seat_grammar(view, mode).lark
+    tokens, _ = _walk(tokenizer, lark, rng, stop_early)
+    eos = tokenizer.eos_token_id
+    reply = tokens if tokens and tokens[-1] == eos else [*tokens, eos]  # the decoder ends a stopped sentence
+    m = llguidance.LLMatcher(grammar_tokenizer(tokenizer), seat_grammar(view, mode).lark, log_level=0)
+    body = reply[:-1]
+    accepted = m.try_consume_tokens(body) == len(body) and m.is_accepting()
+    fits = reply_fits(tokenizer, reply, legal_lists(view), mode)
+    text = tokenizer.decode(body)
+    assert not fits or accepted, text
+    if accepted and '"shares"' not in text:
+        assert fits, text
+
+
+def test_a_reply_out_of_its_turns_grammar_does_not_fit(tokenizer: Any) -> None:
+    """Each way a well-formed reply leaves the turn's grammar is caught without compiling it: an id
+    not legal, a list out of the view's order or with an id twice, an action not offered, a missing
+    end token; the turn's own matcher agrees on every case."""
+    import llguidance
+
+    from gpu_arena.llm.matching import reply_fits
+
+    lists = {src: [] for fields in FIELDS.values() for src in fields.values()}
+    lists.update(own_free=["b_0_0", "b_0_1", "b_0_2"], jobs=["j_0_0"], labs=["lab_1"], market=["b_1_0"])
+    grammar = action_grammar(by_action(lists))
+
+    def reply(name: str, arguments: str, end: bool = True) -> list[int]:
+        text = f'<tool_call>\n{{"name": "{name}", "arguments": {arguments}}}\n</tool_call>'
+        ids = tokenizer.encode(text, add_special_tokens=False)
+        return [*ids, tokenizer.eos_token_id] if end else ids
+
+    cases = {
+        ("allocate_to_job", '{"job_id": "j_0_0", "block_ids": ["b_0_0", "b_0_2"]}', True): True,
+        ("allocate_to_job", '{"block_ids": ["b_0_1"]}', True): True,
+        ("send_offer", '{"target_lab_id": "lab_1", "requested_block_ids": ["b_1_0"], "payment": 3.5}', True): True,
+        ("wait", "{}", True): True,
+        ("allocate_to_job", '{"job_id": "j_0_0", "block_ids": ["b_0_2", "b_0_0"]}', True): False,  # order
+        ("allocate_to_job", '{"job_id": "j_0_0", "block_ids": ["b_0_0", "b_0_0"]}', True): False,  # twice
+        ("allocate_to_job", '{"job_id": "j_0_9", "block_ids": ["b_0_0"]}', True): False,  # not legal
+        ("send_offer", '{"target_lab_id": "lab_2", "payment": 1}', True): False,  # not legal
+        ("accept_offer", '{"offer_id": "o_1"}', True): False,  # not offered
+        ("wait", "{}", False): False,  # no end token
+    }
+    for (name, arguments, end), expected in cases.items():
+        ids = reply(name, arguments, end)
+        m = llguidance.LLMatcher(grammar_tokenizer(tokenizer), grammar.lark, log_level=0)
+        body = ids[:-1] if end else ids
+        accepted = end and m.try_consume_tokens(body) == len(body) and m.is_accepting()
+        assert accepted == expected, (name, arguments)
+        assert reply_fits(tokenizer, ids, lists) == expected, (name, arguments)

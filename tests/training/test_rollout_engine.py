@@ -256,3 +256,23 @@ def test_greedy_answers_and_samples_share_one_prefill(tiny_sft: Path) -> None:
     assert all(isinstance(r, list) and r and tok.pad_token_id not in r for r in drawn)
     again = backend.generate_with_samples(prompts, samples=3, temperature=1.0, top_p=1.0, max_new_tokens=12, seed=0)
     assert again == (greedy, drawn)  # seeded
+
+
+def test_greedy_replies_checked_first_are_the_constrained_replies(tiny_sft: Path) -> None:
+    """Decoding a greedy turn freely and keeping the reply where it fits its grammar plays the
+    episodes that decoding every turn under its grammar plays, move for move, with sampled
+    explore turns among them. (This tiny model's free replies seldom fit: the bench's smoke test
+    plays replies that do.)"""
+    model, tok = load_pretrained(tiny_sft)
+    worlds = [World(t, "train", s) for t in ("single_trade", "market_round", "coalition_market") for s in (1, 2)]
+    explore = [None if k == 0 else 1 for k in range(len(worlds))]  # one episode sampled throughout
+    played = {}
+    for check_first in (True, False):
+        with BatchedSampler(model, tok, temperature=0.7, max_new_tokens=40, constrained=True) as sampler:
+            sampler.engine.check_first = check_first
+            rollouts, _ = sampler.play(worlds, seed=5, explore_turns=explore)
+            played[check_first] = ([r.actions for r in rollouts], [r.messages for r in rollouts],
+                                   sampler.engine.checked, sampler.engine.redone)
+    assert played[True][:2] == played[False][:2]
+    checked, redone = played[True][2:]
+    assert played[False][2:] == (0, 0) and checked > 0 and redone <= checked

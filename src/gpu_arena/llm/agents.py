@@ -388,7 +388,7 @@ class TransformersAgent(ChatAgent):
     compact prompt for pretrained tokenizers, :mod:`gpu_arena.llm.compact`; tool-call replies). The model is loaded once
     per process and shared by every instance with the same path, device and dtype.
     ``constrained=True`` decodes under the seat's action grammar
-    (:class:`gpu_arena.llm.constrain.GrammarConstraint`): the model writes only actions its
+    (:class:`gpu_arena.llm.matching.GrammarConstraint`): the model writes only actions its
     observation allows, each one complete (``llm:hf:DIR?constrained=1``; the token cap then rises
     to the grammar's longest reply).
     """
@@ -433,7 +433,7 @@ class TransformersAgent(ChatAgent):
         if self.constrained and self._grammar is not None:
             from transformers import LogitsProcessorList
 
-            from .constrain import GrammarConstraint
+            from .matching import GrammarConstraint
 
             grammar = GrammarConstraint(tok, [self._grammar], prompt_len)
             kwargs["max_new_tokens"] = grammar.max_new_tokens(self.max_new_tokens)

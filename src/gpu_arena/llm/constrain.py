@@ -22,12 +22,17 @@ hidden state. Fields are written in the tool schema's order, the order the train
 It is part of the evaluated policy, not a post-hoc filter: ``llm:hf:DIR?constrained=1`` decodes
 this way in every evaluation, and the batched sampler (``constrained=True``) in every rollout, so a
 trained model is measured with the decoder it was trained with.
+
+The token masks are :mod:`gpu_arena.llm.matching`'s. :func:`generic_grammar` is the same grammar
+with every id field open to any id: with :func:`fits_ids` it tells whether a reply is a sentence
+of a turn's grammar without compiling that grammar (:func:`gpu_arena.llm.matching.reply_fits`).
 """
 
 from __future__ import annotations
 
-import contextlib
+import itertools
 import json
+import zlib
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -73,18 +78,19 @@ MESSAGE = '"\\"" /[ !#-\\[\\]-~]{0,' + str(MESSAGE_CHARS) + '}/ "\\""'
 CONDITIONS = ("must_allocate_to_job", "no_resale", "coalition_only")
 
 
-def legal_ids(view: Any) -> dict[str, dict[str, list[str]]]:
-    """For each constrained action, field -> the ids the seat's observation offers for it: its own
-    blocks whose window has not opened (free or reserved: to allocate, reserve or give; held: to
-    release), other labs' tradeable blocks not yet started, open offers addressed to it (any open
+def legal_lists(view: Any) -> dict[str, list[str]]:
+    """The seat's legal ids by the view's list they come from (``own_free``, ``market``, ...: the
+    values of :data:`FIELDS`), in the view's order: its own blocks whose window has not opened
+    (free or reserved: to allocate, reserve or give; held: to release), other labs' tradeable
+    blocks not yet started, open offers addressed to it (those that can settle, to accept; any open
     offer it is party to, to reject), its open jobs (the pooled ones, to form a coalition), the
-    other labs still playing, coalitions proposed to it that it has not yet committed to. Works on a
-    core ``SeatView`` and on the wire ``ArenaObservation`` alike (same field names)."""
+    other labs still playing, coalitions proposed to it that it has not yet committed to. Works on
+    a core ``SeatView`` and on the wire ``ArenaObservation`` alike (same field names)."""
     me, now = view.controlled_lab_id, view.round_index
     own = [b for b in view.owned_blocks if b.start_round > now]
     offers = [o for o in view.active_offers if o.status == "open"]
     jobs = [j for j in view.private_jobs if j.status == "open"]
-    lists = {
+    return {
         _OWN_FREE: [b.block_id for b in own if b.status in _TRADEABLE],
         _OWN_HELD: [b.block_id for b in own if b.status in _HELD],
         _MARKET: [b.block_id for b in view.public_market.blocks
@@ -99,7 +105,17 @@ def legal_ids(view: Any) -> dict[str, dict[str, list[str]]]:
                       if c.status == "proposed" and me in c.members and me not in c.consented
                       and now < c.expires_round],
     }
+
+
+def by_action(lists: Mapping[str, list[str]]) -> dict[str, dict[str, list[str]]]:
+    """For each constrained action, field -> its legal ids, from :func:`legal_lists`."""
     return {action: {f: lists[src] for f, src in fields.items()} for action, fields in FIELDS.items()}
+
+
+def legal_ids(view: Any) -> dict[str, dict[str, list[str]]]:
+    """For each constrained action, field -> the ids the seat's observation offers for it
+    (:func:`legal_lists` by action)."""
+    return by_action(legal_lists(view))
 
 
 def _can_settle(view: Any, offer: Any) -> bool:
@@ -205,6 +221,11 @@ def _object(members: Sequence[tuple[str, _Piece, bool]], lead: bool) -> _Piece:
     return _Piece("(" + " | ".join(f"({a})" if a else '""' for a in alternatives) + ")", max_bytes)
 
 
+# an id list that stands for any id (generic_grammar): ids as the environment writes them
+ANY_IDS = ("\x00any",)
+_ANY_ID = _Piece('"\\"" /[A-Za-z0-9_.:-]{1,64}/ "\\""', 66)
+
+
 def _value(action: str, name: str, schema: Mapping[str, Any], ids: Mapping[str, Sequence[str]],
            shares_keys: Sequence[str]) -> _Piece | None:
     """The grammar of one argument's value; None when it cannot be written (no legal id)."""
@@ -212,11 +233,17 @@ def _value(action: str, name: str, schema: Mapping[str, Any], ids: Mapping[str, 
         values = ids[name]
         if not values:
             return None
+        if tuple(values) == ANY_IDS:  # any number of any ids: fits_ids judges them
+            if schema.get("type") != "array":
+                return _ANY_ID
+            return _Piece(f'"[" {_ANY_ID.lark} ({_lit(", ")} {_ANY_ID.lark})* "]"', 0)
         if schema.get("type") != "array":
             return _choice(values)
         if action in _ANY_ORDER:
             return _some(_choice(values), len(values), "[", "]")
-        return _id_list(values, f"ids_{FIELDS[action][name]}")  # one set of rules per id list, shared
+        # one set of rules per list of the view, shared by the actions that take it; named by its
+        # content too, so two different lists never share a name
+        return _id_list(values, f"ids_{FIELDS[action][name]}_{zlib.crc32(chr(0).join(values).encode()):08x}")
     kind = schema.get("type")
     if name == "message":
         return _Piece(MESSAGE, MESSAGE_CHARS + 2)
@@ -227,6 +254,9 @@ def _value(action: str, name: str, schema: Mapping[str, Any], ids: Mapping[str, 
     if name == "shares":  # lab -> share, the labs in any order (a repeated key: the last counts)
         if not shares_keys:
             return None
+        if tuple(shares_keys) == ANY_IDS:
+            item = f"{_ANY_ID.lark} {_lit(': ')} {NUMBER}"
+            return _Piece(f'"{{" {item} ({_lit(", ")} {item})* "}}"', 0)
         key = _choice(shares_keys)
         return _some(_Piece(f"{key.lark} {_lit(': ')} {NUMBER}", key.max_bytes + 2 + _NUMBER_BYTES),
                      len(shares_keys), "{", "}")
@@ -307,212 +337,45 @@ def action_grammar(legal: Mapping[str, Mapping[str, Sequence[str]]], mode: str =
     return ActionGrammar("\n".join([start, *rules]), tuple(actions), longest)
 
 
-# ---------------------------------------------------------------------- decoding with llguidance
+@lru_cache(maxsize=8)
+def generic_grammar(mode: str = "tools") -> ActionGrammar:
+    """Every action's grammar in ``mode`` with each id field open to any id (any number of them in
+    a list) and every action offered: a sentence of a turn's grammar is a sentence of this one
+    whose ids :func:`fits_ids` accepts, and the other way round (tested). Compiled once, it checks
+    a reply against any turn (its ``max_bytes`` bounds nothing)."""
+    legal = {action: dict.fromkeys(fields, ANY_IDS) for action, fields in FIELDS.items()}
+    return action_grammar(legal, mode, ANY_IDS)
 
-_TOKENIZER_ATTR = "_gpu_arena_grammar_tokenizer"
-_LONGEST_TOKEN = 1000  # llguidance's token trie takes tokens of up to 1,024 bytes
 
-
-def _token_bytes(tokenizer: Any) -> list[bytes] | None:
-    """Each token's bytes for a byte-level BPE (None for other tokenizers). Special tokens, and
-    tokens too long for llguidance's trie, become named special tokens: never in any action."""
-    from transformers.convert_slow_tokenizer import bytes_to_unicode
-
-    inverse = {c: b for b, c in bytes_to_unicode().items()}
-    special = set(tokenizer.all_special_ids) | set(tokenizer.added_tokens_decoder)
-    out: list[bytes] = []
-    for i in range(len(tokenizer)):
-        piece = tokenizer.convert_ids_to_tokens(i)
-        if i in special:
-            out.append(b"\xff" + str(piece).encode())
+def fits_ids(action: str, arguments: Mapping[str, Any], lists: Mapping[str, Sequence[str]]) -> bool:
+    """Whether a reply that :func:`generic_grammar` reads as ``action`` with ``arguments`` is also a
+    sentence of the turn's grammar, the seat's legal ids being ``lists`` (:func:`legal_lists`): the
+    action is offered (each required id has a legal value), every id is legal, and a list holds
+    distinct ids in the view's order (any order, at most as many as are legal, for
+    ``form_coalition``). A reply with ``shares`` is not judged here (False): its repeated keys do
+    not survive JSON."""
+    params = _tool_parameters().get(action)
+    if params is None or "shares" in arguments:
+        return False
+    fields = FIELDS.get(action, {})
+    if any(name in fields and not lists[fields[name]] for name in params.get("required", ())):
+        return False  # the action is not offered this turn
+    for name, value in arguments.items():
+        if name not in fields:
             continue
-        if piece is None or any(c not in inverse for c in piece):
-            return None
-        raw = bytes(inverse[c] for c in piece)
-        out.append(raw if len(raw) <= _LONGEST_TOKEN else b"\xff[long_%d]" % i)
-    return out
-
-
-class _Vocabulary:
-    """A tokenizer as llguidance's ``TokenizerWrapper`` expects it."""
-
-    def __init__(self, tokenizer: Any, tokens: list[bytes]) -> None:
-        self._tokenizer = tokenizer
-        self.tokens = tokens
-        self.eos_token_id = tokenizer.eos_token_id
-        self.bos_token_id = tokenizer.bos_token_id
-        self.special_token_ids = sorted(set(tokenizer.all_special_ids) | set(tokenizer.added_tokens_decoder))
-
-    def __call__(self, text: str | bytes) -> list[int]:
-        s = text.decode("utf-8", "replace") if isinstance(text, bytes) else text
-        return list(self._tokenizer.encode(s, add_special_tokens=False))
-
-
-def grammar_tokenizer(tokenizer: Any) -> Any:
-    """One ``llguidance.LLTokenizer`` per tokenizer object, kept on the tokenizer itself. A fast
-    tokenizer goes through llguidance's own converter; the byte-level BPEs this project trains may
-    hold pieces longer than its trie takes (whole tool lists of the prompt), so theirs are listed
-    byte by byte with those pieces out of reach."""
-    import llguidance
-    import llguidance.hf
-
-    cached = getattr(tokenizer, _TOKENIZER_ATTR, None)
-    if cached is not None:
-        return cached
-    tokens = _token_bytes(tokenizer)
-    if tokens is not None:
-        built = llguidance.LLTokenizer(llguidance.TokenizerWrapper(_Vocabulary(tokenizer, tokens)))
-    else:
-        built = llguidance.hf.from_tokenizer(tokenizer)
-    setattr(tokenizer, _TOKENIZER_ATTR, built)
-    return built
-
-
-_MATCHERS_ATTR = "_gpu_arena_matchers"
-_MATCHERS_KEPT = 2048
-
-
-def _kept_matchers(tokenizer: Any) -> OrderedDict[str, Any]:
-    """The compiled matchers kept on ``tokenizer`` by grammar text (a fresh dict where it takes no
-    attributes)."""
-    kept: OrderedDict[str, Any] | None = getattr(tokenizer, _MATCHERS_ATTR, None)
-    if kept is None:
-        kept = OrderedDict()
-        with contextlib.suppress(AttributeError):
-            setattr(tokenizer, _MATCHERS_ATTR, kept)
-    return kept
-
-
-def _keep(kept: OrderedDict[str, Any], lark: str, matcher: Any) -> None:
-    """Keep ``matcher`` as the newest, forgetting the oldest beyond :data:`_MATCHERS_KEPT`."""
-    kept[lark] = matcher
-    while len(kept) > _MATCHERS_KEPT:
-        kept.popitem(last=False)
-
-
-def compiled_matcher(tokenizer: Any, lark: str, *, cache: bool = True) -> Any:
-    """A fresh ``LLMatcher`` for ``lark``: compiled once per tokenizer and grammar text (about 2 ms
-    each), then copied for each use (about 10 us; a copy starts where the compiled one stands, at
-    the start of a reply). Worlds of a task name their blocks, jobs and labs alike, so most turns
-    ask for a grammar already compiled."""
-    import llguidance
-
-    if not cache:  # compiled for this use alone (the loop before decision 0027 did this every turn)
-        return llguidance.LLMatcher(grammar_tokenizer(tokenizer), lark, log_level=0)
-    kept = _kept_matchers(tokenizer)
-    hit = kept.get(lark)
-    if hit is None:
-        hit = llguidance.LLMatcher(grammar_tokenizer(tokenizer), lark, log_level=0)
-        if hit.is_error():
-            return hit  # not kept: the caller reports it
-        _keep(kept, lark, hit)
-    else:
-        kept.move_to_end(lark)
-    return hit.deep_copy()
-
-
-_COMPILERS: list[Any] = []  # one thread pool per process, made on first use
-
-
-def precompile(tokenizer: Any, larks: Sequence[str]) -> None:
-    """Compile the grammars of ``larks`` not yet kept for ``tokenizer``, on a thread pool (llguidance
-    compiles without the GIL: a batch's new grammars take a fraction of their serial time on a
-    machine with cores to spare), so :func:`compiled_matcher` then finds them kept."""
-    import os
-    from concurrent.futures import ThreadPoolExecutor
-
-    import llguidance
-
-    kept = _kept_matchers(tokenizer)
-    missing = list(dict.fromkeys(g for g in larks if g not in kept))
-    if len(missing) < 2:
-        return  # nothing to spread
-    if not _COMPILERS:
-        _COMPILERS.append(ThreadPoolExecutor(max_workers=max(1, min(8, (os.cpu_count() or 2) - 1)),
-                                             thread_name_prefix="grammar"))
-    lltok = grammar_tokenizer(tokenizer)
-    built = list(_COMPILERS[0].map(lambda g: llguidance.LLMatcher(lltok, g, log_level=0), missing))
-    for g, m in zip(missing, built, strict=True):
-        if not m.is_error():
-            _keep(kept, g, m)
-
-
-class GrammarConstraint:
-    """A ``transformers`` logits processor for a batch of replies: row ``r`` may only write a
-    sentence of ``grammars[r]`` (None: the row is free). ``prompt_width`` is where the generated
-    tokens start in ``input_ids`` (left-padded batches share it). Give ``generate`` at least
-    :meth:`max_new_tokens` new tokens and every constrained row ends with a complete action.
-
-    Rows advance their llguidance matcher by the tokens generated since the last call; the masks of
-    a step are computed together (``LLExecutor``, on llguidance's threads). ``errors`` counts rows
-    whose matcher failed (a token outside the mask: never, unless ``generate`` was given other
-    processors that change the choice after this one)."""
-
-    def __init__(self, tokenizer: Any, grammars: Sequence[ActionGrammar | None], prompt_width: int, *,
-                 cache_matchers: bool = True) -> None:
-        import llguidance
-
-        self.tokenizer = tokenizer
-        self.grammars = list(grammars)
-        self.prompt_width = prompt_width
-        lltok = grammar_tokenizer(tokenizer)
-        self.vocab = int(lltok.vocab_size)
-        if cache_matchers:
-            precompile(tokenizer, [g.lark for g in self.grammars if g is not None])
-        self.matchers = [None if g is None else compiled_matcher(tokenizer, g.lark, cache=cache_matchers)
-                         for g in self.grammars]
-        for g, m in zip(self.grammars, self.matchers, strict=True):
-            if m is not None and m.is_error():
-                raise ValueError(f"invalid action grammar: {m.get_error()}\n{g.lark if g else ''}")
-        self.executor = llguidance.LLExecutor()
-        self.fed = [0] * len(self.matchers)
-        self.errors = 0
-
-    def max_new_tokens(self, at_least: int = 0) -> int:
-        """A token budget that lets every constrained row finish (one byte per token at worst, then
-        the end token)."""
-        return max([at_least] + [g.max_bytes + 1 for g in self.grammars if g is not None])
-
-    def __call__(self, input_ids: Any, scores: Any) -> Any:
-        import numpy as np
-        import torch
-        from llguidance.torch import allocate_token_bitmask, fill_next_token_bitmask_par
-
-        generated = int(input_ids.shape[1]) - self.prompt_width
-        live: list[tuple[Any, int]] = []
-        ending: list[int] = []  # rows whose sentence is complete: the end token is all they may write
-        for row, m in enumerate(self.matchers):
-            if m is None or m.is_error():
-                continue
-            if self.fed[row] < generated:
-                new = input_ids[row, self.prompt_width + self.fed[row]:].tolist()
-                self.fed[row] = generated
-                if not m.is_stopped() and not m.consume_tokens(new):
-                    self.errors += 1
-                    continue
-            if m.is_stopped():
-                # llguidance stops a matcher once its sentence is complete; left free, a row went on
-                # writing after its action until another row's budget ran out (decision 0027)
-                ending.append(row)
-            else:
-                live.append((m, row))
-        if ending:
-            eos = int(self.tokenizer.eos_token_id)
-            scores[ending] = float("-inf")
-            scores[ending, eos] = 0.0
-        if not live:
-            return scores
-        bitmask = allocate_token_bitmask(int(scores.shape[0]), self.vocab)
-        fill_next_token_bitmask_par(self.executor, live, bitmask)
-        bits = np.unpackbits(bitmask.numpy().view(np.uint8), axis=1, bitorder="little")
-        width = int(scores.shape[-1])
-        allowed = np.zeros((bits.shape[0], width), dtype=bool)
-        n = min(width, self.vocab)
-        allowed[:, :n] = bits[:, :n].astype(bool)
-        rows = [row for _, row in live]
-        blocked = ~torch.from_numpy(allowed[rows]).to(scores.device)
-        scores[rows] = scores[rows].masked_fill(blocked, float("-inf"))
-        return scores
+        allowed = lists[fields[name]]
+        if not isinstance(value, list):
+            if value not in allowed:
+                return False
+        elif action in _ANY_ORDER:
+            if len(value) > len(allowed) or any(v not in allowed for v in value):
+                return False
+        else:  # distinct and in the view's order: each id after the one before it
+            at = {v: i for i, v in enumerate(allowed)}
+            places = [at.get(v, -1) for v in value]
+            if -1 in places or any(b <= a for a, b in itertools.pairwise(places)):
+                return False
+    return True
 
 
 _SEAT_GRAMMARS: OrderedDict[str, ActionGrammar] = OrderedDict()
@@ -520,21 +383,24 @@ _SEAT_GRAMMARS_KEPT = 4096
 
 
 def seat_grammar(view: Any, mode: str = "tools") -> ActionGrammar:
-    """The grammar of a reply for the seat whose observation is ``view``. Kept by the legal ids it is
-    built from (a grammar is a function of them alone; worlds of a task name their blocks, jobs and
-    labs alike, so many turns repeat one)."""
-    legal = legal_ids(view)
-    labs = [view.controlled_lab_id, *legal["form_coalition"]["member_lab_ids"]]
-    key = json.dumps([legal, labs, mode], sort_keys=True)
+    """The grammar of a reply for the seat whose observation is ``view``."""
+    return grammar_of(legal_lists(view), view.controlled_lab_id, mode)
+
+
+def grammar_of(lists: Mapping[str, list[str]], seat: str, mode: str = "tools") -> ActionGrammar:
+    """The grammar of a reply for ``seat`` whose legal ids are ``lists`` (:func:`legal_lists`).
+    Kept by the lists it is built from (a grammar is a function of them alone; worlds of a task
+    name their blocks, jobs and labs alike, so many turns repeat one)."""
+    key = json.dumps([lists, seat, mode], sort_keys=True)
     hit = _SEAT_GRAMMARS.get(key)
     if hit is not None:
         _SEAT_GRAMMARS.move_to_end(key)
         return hit
-    _SEAT_GRAMMARS[key] = grammar = action_grammar(legal, mode, labs)
+    _SEAT_GRAMMARS[key] = grammar = action_grammar(by_action(lists), mode, [seat, *lists[_LABS]])
     if len(_SEAT_GRAMMARS) > _SEAT_GRAMMARS_KEPT:
         _SEAT_GRAMMARS.popitem(last=False)
     return grammar
 
 
-__all__ = ["FIELDS", "ActionGrammar", "GrammarConstraint", "action_grammar", "grammar_tokenizer", "legal_ids",
-           "seat_grammar"]
+__all__ = ["ANY_IDS", "FIELDS", "ActionGrammar", "action_grammar", "by_action", "fits_ids", "generic_grammar",
+           "grammar_of", "legal_ids", "legal_lists", "seat_grammar"]

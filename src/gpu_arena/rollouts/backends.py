@@ -67,6 +67,7 @@ class TransformersBackend:
 
     name = "transformers"
     constrained = True
+    returns_ids = True  # replies are token ids: the engine can check a greedy one against its grammar
 
     def __init__(self, model: Any, tokenizer: Any, *, group_size: int = 256, prefix_cache_bytes: int = 1 << 30) -> None:
         from .kvcache import PrefixStore
@@ -243,7 +244,8 @@ class TransformersBackend:
         if grammars is not None and any(g is not None for g in grammars):
             from transformers import LogitsProcessorList
 
-            from ..llm.constrain import ActionGrammar, GrammarConstraint
+            from ..llm.constrain import ActionGrammar
+            from ..llm.matching import GrammarConstraint
 
             constraint = GrammarConstraint(tok, [None if g is None else ActionGrammar(g[0], (), g[1]) for g in grammars],
                                            width)

@@ -78,9 +78,20 @@ class Flight:
         self.first = [len(p) for p in self.prompts]  # the first prompt's length: a trajectory's prompt
         self.masks: list[list[int]] = [[] for _ in turns]  # after the first prompt: 1 where the model wrote
         self.grammars = [t.grammar for t in turns]
+        self.legal = [t.legal for t in turns]
         self.done = [t.done for t in turns]
         self.turns = [0] * len(turns)
         self.index = {k: i for i, k in enumerate(self.keys)}
+
+    def grammar(self, i: int, seat: str) -> tuple[str, int] | None:
+        """Row ``i``'s grammar, built here from its legal ids where the worker left it unbuilt."""
+        g, lists = self.grammars[i], self.legal[i]
+        if g is None and lists is not None:
+            from ..llm.constrain import grammar_of
+
+            built = grammar_of(lists, seat)
+            g = self.grammars[i] = (built.lark, built.max_bytes)
+        return g
 
     @classmethod
     def forked(cls, parents: Sequence[list[int]], turns: Sequence[Turn]) -> Flight:
@@ -98,6 +109,7 @@ class Flight:
             del mask[max(t.ids_from - self.first[i], 0):]
             mask.extend([1] * t.model_len + [0] * (len(t.ids) - t.model_len))
             self.grammars[i] = t.grammar
+            self.legal[i] = t.legal
             self.done[i] = t.done
 
 
@@ -105,11 +117,22 @@ class RolloutEngine:
     """Plays worlds with a backend's model in the seat (see the module). ``temperature=0`` decodes
     greedily; ``max_new_tokens`` caps a free reply (a constrained one gets room for the longest
     action its grammar allows); ``batch_size`` bounds the episodes in flight; ``proposal`` names
-    the scripted policy whose move a proposed turn plays instead of a sample."""
+    the scripted policy whose move a proposed turn plays instead of a sample.
+
+    ``check_first`` (on by default; used where the backend returns token ids): a greedy turn under
+    a grammar is decoded freely first, and only the replies that are not sentences of their turn's
+    grammar are decoded again under it (:func:`gpu_arena.llm.matching.reply_fits`, checked without
+    compiling the grammar). A fitting greedy reply is the one constrained decoding writes, so the
+    episodes are the same; most greedy turns of a trained model then compile no grammar (about
+    0.5-2.5 ms each, decision 0033). :attr:`checked` and :attr:`redone` count the greedy replies
+    checked and those decoded again."""
 
     def __init__(self, backend: Backend, pool: WorkerPool, *, temperature: float = 1.0, top_p: float = 1.0,
-                 max_new_tokens: int = 64, batch_size: int = 32, proposal: str | None = None) -> None:
+                 max_new_tokens: int = 64, batch_size: int = 32, proposal: str | None = None,
+                 check_first: bool = True) -> None:
         self.backend = backend
+        self.check_first = check_first and bool(getattr(backend, "returns_ids", False))
+        self.checked = self.redone = 0
         self.pool = pool
         self.temperature = temperature
         self.top_p = top_p
@@ -139,10 +162,31 @@ class RolloutEngine:
                  repeat: int = 1) -> list[list[int] | str]:
         """The backend's replies to the prompts of ``rows`` (each ``repeat`` times, in a row)."""
         idx = [i for i in rows for _ in range(repeat)]
-        grammars = [flight.grammars[i] for i in idx]
-        return self.backend.generate([flight.prompts[i] for i in idx], temperature=temperature, top_p=self.top_p,
-                                     max_new_tokens=self.max_new_tokens, seed=seed,
-                                     grammars=grammars if any(g is not None for g in grammars) else None)
+        prompts = [flight.prompts[i] for i in idx]
+        if all(flight.grammars[i] is None and flight.legal[i] is None for i in idx):  # unconstrained
+            return self.backend.generate(prompts, temperature=temperature, top_p=self.top_p,
+                                         max_new_tokens=self.max_new_tokens, seed=seed)
+        seat = self.pool.config.seat
+        if not (self.check_first and temperature <= 0 and all(flight.legal[i] is not None for i in idx)):
+            return self.backend.generate(prompts, temperature=temperature, top_p=self.top_p,
+                                         max_new_tokens=self.max_new_tokens, seed=seed,
+                                         grammars=[flight.grammar(i, seat) for i in idx])
+        from ..llm.matching import reply_fits
+
+        replies = self.backend.generate(prompts, temperature=0.0, top_p=self.top_p,
+                                        max_new_tokens=self.max_new_tokens, seed=seed)
+        tok = self.pool.config.tokenizer
+        redo = [j for j, (i, r) in enumerate(zip(idx, replies, strict=True))
+                if not (isinstance(r, list) and reply_fits(tok, r, flight.legal[i]))]
+        self.checked += len(replies)
+        self.redone += len(redo)
+        if redo:  # their grammars, built here where the workers left them unbuilt
+            again = self.backend.generate([prompts[j] for j in redo], temperature=0.0, top_p=self.top_p,
+                                          max_new_tokens=self.max_new_tokens, seed=seed,
+                                          grammars=[flight.grammar(idx[j], seat) for j in redo])
+            for j, r in zip(redo, again, strict=True):
+                replies[j] = r
+        return replies
 
     def generate_with_samples(self, flight: Flight, rows: Sequence[int], seed: int, samples: int
                               ) -> tuple[list[list[int] | str], list[list[int] | str]]:
@@ -155,7 +199,7 @@ class RolloutEngine:
             drawn = self.generate(flight, rows, self.temperature, seed * 7919 + 1, repeat=samples) \
                 if samples and self.temperature > 0 else []
             return greedy, drawn
-        grammars = [flight.grammars[i] for i in rows]
+        grammars = [flight.grammar(i, self.pool.config.seat) for i in rows]
         return shared([flight.prompts[i] for i in rows], samples=samples, temperature=self.temperature,
                       top_p=self.top_p, max_new_tokens=self.max_new_tokens, seed=seed,
                       grammars=grammars if any(g is not None for g in grammars) else None)
@@ -198,6 +242,12 @@ class RolloutEngine:
                 progress(len(worlds[lo:hi]))
         return out, self.end(mark, len(out), turns)
 
+    def _needs_grammar(self, turn: int, explore: int | None, proposed: bool) -> bool:
+        """Whether turn ``turn`` of an episode needs its grammar built (see :meth:`run`)."""
+        if proposed and explore == turn:
+            return False
+        return not self.check_first or (self.temperature > 0 and explore in (None, turn))
+
     def open(self, worlds: Sequence[World]) -> Flight:
         """Start an episode per world in the workers; their flight."""
         return Flight(self.pool.open(worlds).wait())
@@ -235,7 +285,11 @@ class RolloutEngine:
                 for i in live:
                     flight.turns[i] += 1
                 played += len(live)
-                pending[h] = self.pool.answer([(flight.keys[i], answers[i]) for i in live])
+                # the next turn's grammar is built in the worker where that turn will need it whole: a
+                # sampled turn; a greedy one is checked first (check_first) and a proposed one plays
+                # a scripted move
+                pending[h] = self.pool.answer([(flight.keys[i], answers[i], self._needs_grammar(
+                    flight.turns[i], explore[i], proposed[i])) for i in live])
             if not busy:
                 return played
 

@@ -113,6 +113,9 @@ class Turn:
     grammar: tuple[str, int] | None
     done: bool
     model_len: int = 0  # verbatim prompts: the first model_len of ``ids`` are the model's own reply
+    # the seat's legal ids the grammar was built from, by list (gpu_arena.llm.constrain.legal_lists): a
+    # greedy reply is checked against them without compiling the grammar (gpu_arena.llm.matching.reply_fits)
+    legal: dict[str, list[str]] | None = None
 
 
 @dataclass(frozen=True)
@@ -200,6 +203,7 @@ class Session:
         self.chat = ChatTokens(config.tokenizer, prompt_tools(config.prompt_mode), mode=config.chat_mode)
         self.rollout = Rollout(world=world, messages=self.conv.transcript)
         self.obs: Any = None
+        self.legal: dict[str, list[str]] | None = None
 
     @property
     def done(self) -> bool:
@@ -216,10 +220,11 @@ class Session:
         self.obs = self.env.reset(seed=self.world.seed)
         self.conv.observe(self.obs)
         ids = self.chat.start(self.conv.messages() if c.windowed else self.conv.transcript)
-        return Turn(self.key, 0, ids, self._grammar(), False)
+        return Turn(self.key, 0, ids, self._grammar(), False, legal=self.legal)
 
-    def answer(self, reply: Reply | Answer) -> Turn:
-        """Play the model's reply (generated ids, text, or an already read answer); the next turn."""
+    def answer(self, reply: Reply | Answer, grammar: bool = True) -> Turn:
+        """Play the model's reply (generated ids, text, or an already read answer); the next turn,
+        its grammar built unless ``grammar`` is False (its legal ids always)."""
         if isinstance(reply, tuple):
             answer = reply
         elif isinstance(reply, str):
@@ -237,13 +242,14 @@ class Session:
             last = list(reply) if verbatim and isinstance(reply, list) else []
             return Turn(self.key, len(self.chat.ids), last, None, True, len(last))
         if self.config.windowed:  # the system prompt and this turn: a new prompt from position 0
-            return Turn(self.key, 0, self.chat.start(self.conv.messages()), self._grammar(), False)
+            return Turn(self.key, 0, self.chat.start(self.conv.messages()), self._grammar(grammar), False,
+                        legal=self.legal)
         if verbatim:
             assert isinstance(reply, list)
             ids = self.chat.extend_verbatim(reply, self.conv.transcript[before:])
-            return Turn(self.key, start, ids, self._grammar(), False, len(reply))
+            return Turn(self.key, start, ids, self._grammar(grammar), False, len(reply), legal=self.legal)
         ids = self.chat.extend(self.conv.transcript[before:])
-        return Turn(self.key, start, ids, self._grammar(), False)
+        return Turn(self.key, start, ids, self._grammar(grammar), False, legal=self.legal)
 
     def play(self, answer: Answer) -> Any:
         """Write ``answer`` into the conversation, step it, book it on the rollout; the new observation."""
@@ -278,12 +284,19 @@ class Session:
         report = self.env.engine_report() if self.env is not None else None
         return report.reason if report is not None else None
 
-    def _grammar(self) -> tuple[str, int] | None:
+    def _grammar(self, build: bool = True) -> tuple[str, int] | None:
+        """The seat's grammar this turn as ``(lark, max_bytes)`` (None unconstrained, or where
+        ``build`` is False: the engine checks the next reply first and builds it only if needed);
+        :attr:`legal` holds its legal ids either way."""
         if not self.config.constrained:
+            self.legal = None
             return None
-        from ..llm.constrain import seat_grammar
+        from ..llm.constrain import grammar_of, legal_lists
 
-        g = seat_grammar(self.env.episode.observe(self.config.seat))
+        self.legal = legal_lists(self.env.episode.observe(self.config.seat))
+        if not build:
+            return None
+        g = grammar_of(self.legal, self.config.seat)
         return g.lark, g.max_bytes
 
     # ------------------------------------------------------------------ lookahead

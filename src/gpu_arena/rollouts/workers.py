@@ -48,8 +48,9 @@ class EnvWorker:
             out.append(s.start())
         return out
 
-    def answer(self, items: Sequence[tuple[int, Reply | Answer]]) -> list[Turn]:
-        return [self.sessions[key].answer(reply) for key, reply in items]
+    def answer(self, items: Sequence[tuple[int, Reply | Answer] | tuple[int, Reply | Answer, bool]]) -> list[Turn]:
+        """Play each reply; ``(key, reply, False)`` leaves the next turn's grammar unbuilt."""
+        return [self.sessions[item[0]].answer(item[1], *item[2:]) for item in items]
 
     def propose(self, items: Sequence[tuple[int, str, int]]) -> list[Answer]:
         return [self.sessions[key].propose(policy, seed) for key, policy, seed in items]
@@ -266,7 +267,7 @@ class WorkerPool:
             items.append((key, w))
         return self._scatter("open", items)
 
-    def answer(self, items: Sequence[tuple[int, Reply | Answer]]) -> Pending:
+    def answer(self, items: Sequence[tuple[int, Reply | Answer] | tuple[int, Reply | Answer, bool]]) -> Pending:
         return self._scatter("answer", items)
 
     def propose(self, items: Sequence[tuple[int, str, int]]) -> Pending:
