@@ -200,7 +200,10 @@ class Session:
         self.tools = tools
         self.env: Any = None
         self.conv = Conversation("compact" if config.windowed else "tools")
-        self.chat = ChatTokens(config.tokenizer, prompt_tools(config.prompt_mode), mode=config.chat_mode)
+        # the schemas a prompt carries (prompt_tools: tools mode alone) are the worker's copy, read
+        # only: a fresh copy per episode parsed 14 schemas, 0.6 ms a turn of single_trade's
+        schemas = None if config.windowed else tools
+        self.chat = ChatTokens(config.tokenizer, schemas, mode=config.chat_mode)
         self.rollout = Rollout(world=world, messages=self.conv.transcript)
         self.obs: Any = None
         self.legal: dict[str, list[str]] | None = None
