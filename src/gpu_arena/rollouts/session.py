@@ -296,7 +296,7 @@ class Session:
             return None
         from ..llm.constrain import grammar_of, legal_lists
 
-        self.legal = legal_lists(self.env.episode.observe(self.config.seat))
+        self.legal = legal_lists(self.obs)  # the seat's observation of this turn (no second observe)
         if not build:
             return None
         g = grammar_of(self.legal, self.config.seat)
@@ -325,7 +325,7 @@ class Session:
         other.chat.ids = list(self.chat.ids)
         other.chat._messages = other.conv.transcript[:len(self.chat._messages)]
         other.rollout = Rollout(world=self.world, messages=other.conv.transcript)
-        other.obs = self.obs
+        other.obs, other.legal = self.obs, self.legal
         return other
 
     def finish_with(self, policy: str, seed: int) -> float:
