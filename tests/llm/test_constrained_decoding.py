@@ -65,6 +65,18 @@ def _read(tokenizer: Any, tokens: list[int], mode: str) -> ArenaAction | FormatE
     return parse_action(tokenizer.decode(tokens, skip_special_tokens=True))
 
 
+def _view_after_waits(task: str, seed: int, rounds: int) -> Any:
+    """lab_0's view of a train world after it waited ``rounds`` rounds (or until the end)."""
+    env = GpuArenaEnv(task=task, split="train")
+    env.reset(seed=seed)
+    assert env.episode is not None
+    for _ in range(rounds):
+        if env.episode.done:
+            break
+        env.step(ArenaAction(action_type="wait"))
+    return env.episode.observe("lab_0")
+
+
 @pytest.fixture(scope="module")
 def tokenizer(tiny_sft: Path) -> Any:
     return load_pretrained(tiny_sft)[1]
@@ -78,14 +90,7 @@ def test_every_reply_the_grammar_allows_parses(tokenizer: Any, seed: int, task: 
     """The parser never rejects a constrained answer: a random walk through a seat's grammar (any
     world, any round, either reply format) ends within the grammar's byte bound, and what it wrote
     parses as one of the actions the grammar offers, with ids from the seat's legal lists."""
-    env = GpuArenaEnv(task=task, split="train")
-    env.reset(seed=seed)
-    assert env.episode is not None
-    for _ in range(rounds):
-        if env.episode.done:
-            break
-        env.step(ArenaAction(action_type="wait"))
-    view = env.episode.observe("lab_0")
+    view = _view_after_waits(task, seed, rounds)
     grammar = seat_grammar(view, mode)
     tokens, accepted = _walk(tokenizer, grammar.lark, random.Random(walk), stop_early)
     assert accepted and len(tokens) <= grammar.max_bytes + 1
@@ -268,14 +273,7 @@ def test_a_reply_fits_exactly_when_its_turns_grammar_accepts_it(tokenizer: Any, 
 
     from gpu_arena.llm.matching import reply_fits
 
-    env = GpuArenaEnv(task=task, split="train")
-    env.reset(seed=seed)
-    assert env.episode is not None
-    for _ in range(rounds):
-        if env.episode.done:
-            break
-        env.step(ArenaAction(action_type="wait"))
-    view = env.episode.observe("lab_0")
+    view = _view_after_waits(task, seed, rounds)
     legal = legal_ids(view)
     rng = random.Random(walk)
     if source == "other":
