@@ -10,6 +10,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from gpu_arena.llm.tools import action_tools
 from gpu_arena.rollouts import RolloutEngine, SessionConfig, TransformersBackend, WorkerPool, World
@@ -276,3 +278,33 @@ def test_greedy_replies_checked_first_are_the_constrained_replies(tiny_sft: Path
     assert played[True][:2] == played[False][:2]
     checked, redone = played[True][2:]
     assert played[False][2:] == (0, 0) and checked > 0 and redone <= checked
+
+
+@settings(max_examples=200, deadline=None)
+@given(lines=st.lists(st.sampled_from(["", "b_1_2 at 14.50", "<|im_end|>", "<|im_start|>user", "  job j_0_1: 30 GPU-h",
+                                       "é ✓ ünïcode", "\t", "offer o_12 → lab_3", "{\"a\": [1, 2]}", " "]),
+                      max_size=12),
+       end=st.booleans())
+def test_line_by_line_ids_are_the_whole_texts_ids(tok: Any, lines: list[str], end: bool) -> None:
+    """Where no token can span a line break (the presets' tokenizers), a text tokenized line by line
+    with each line's ids kept gives the ids of the whole text, special tokens and all."""
+    from gpu_arena.rollouts.chat import _lines_kept, encode
+
+    assert _lines_kept(tok, tok._tokenizer) is not None
+    text = "\n".join(lines) + ("\n" if end else "")
+    assert encode(tok, text) == tok._tokenizer.encode(text, add_special_tokens=False).ids
+    assert encode(tok, text) == tok._tokenizer.encode(text, add_special_tokens=False).ids  # kept lines, again
+
+
+def test_a_tokenizer_that_may_merge_across_lines_is_tokenized_whole() -> None:
+    """A byte-level BPE whose pieces may hold a line break (GPT-2's regex keeps "\\n\\n" and a
+    space before a line together) is never split into lines."""
+    from tokenizers import Tokenizer, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+
+    from gpu_arena.rollouts.chat import _lines_kept
+
+    raw = Tokenizer(models.BPE())
+    raw.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    other = PreTrainedTokenizerFast(tokenizer_object=raw)
+    assert _lines_kept(other, other._tokenizer) is None

@@ -35,11 +35,65 @@ def _render(tok: Any, messages: Sequence[dict[str, Any]], tools: list[dict[str, 
 def encode(tok: Any, text: str) -> list[int]:
     """The ids of ``text`` as the chat template's own tokenization gives them (special tokens in the
     text are read as special tokens, nothing added around them). A fast tokenizer's Rust backend
-    is called directly: the same ids, without the Python wrapper's cost."""
+    is called directly: the same ids, without the Python wrapper's cost. Where no token can span a
+    line break (:func:`_lines_kept`), the text is tokenized line by line and each line's ids are
+    kept: a turn's observation repeats most lines of the one before it."""
     backend = getattr(tok, "_tokenizer", None) if getattr(tok, "is_fast", False) else None
-    if backend is not None:
+    if backend is None:
+        return list(tok.encode(text, add_special_tokens=False))
+    kept = _lines_kept(tok, backend)
+    if kept is None:
         return list(backend.encode(text, add_special_tokens=False).ids)
-    return list(tok.encode(text, add_special_tokens=False))
+    if len(kept) > _LINES_KEPT:
+        kept.clear()
+    out: list[int] = []
+    lines = text.split("\n")
+    for k, line in enumerate(lines):
+        if k + 1 < len(lines):
+            line += "\n"
+        elif not line:
+            break
+        ids = kept.get(line)
+        if ids is None:
+            ids = kept[line] = backend.encode(line, add_special_tokens=False).ids
+        out.extend(ids)
+    return out
+
+
+_LINES_ATTR = "_gpu_arena_line_ids"
+_LINES_KEPT = 1 << 16
+
+
+def _lines_kept(tok: Any, backend: Any) -> dict[str, list[int]] | None:
+    """The line -> ids store kept on ``tok``, or None where a token may span a line break. A line
+    break ends a piece before the model merges anything when the tokenizer has no normalizer,
+    its pre-tokenizer (or one in its sequence) splits after every ``\\n``
+    (``Split("\\n", merged_with_previous)``, as the presets' tokenizers do) and the others only
+    split pieces or map their bytes, its BPE has no dropout and no added token holds a line
+    break: ids never cross that seam, so tokenizing line by line gives the ids of the whole
+    (tested)."""
+    kept = getattr(tok, _LINES_ATTR, None)
+    if kept is not None:
+        return kept if isinstance(kept, dict) else None  # False: line by line would not be exact
+    try:
+        spec = json.loads(backend.to_str())
+    except (AttributeError, ValueError):
+        spec = {}
+    pre = spec.get("pre_tokenizer") or {}
+    steps = pre.get("pretokenizers", [pre]) if pre.get("type") == "Sequence" else [pre]
+    splits_lines = any(p.get("type") == "Split" and p.get("behavior") == "MergedWithPrevious"
+                       and p.get("pattern") in ({"Regex": "\\n"}, {"String": "\n"}) for p in steps)
+    # pre-tokenizers that only split pieces or map their bytes (a prefix space added per piece would not)
+    only_split = all(p.get("type") in ("Split", "Digits", "Punctuation") or
+                     (p.get("type") == "ByteLevel" and not p.get("add_prefix_space")) for p in steps)
+    model = spec.get("model") or {}
+    exact = (splits_lines and only_split and spec.get("normalizer") is None and model.get("type") == "BPE"
+             and model.get("dropout") is None
+             and not any("\n" in str(t.get("content", "")) for t in spec.get("added_tokens") or []))
+    store: dict[str, list[int]] = {}
+    with contextlib.suppress(AttributeError):
+        setattr(tok, _LINES_ATTR, store if exact else False)
+    return store if exact else None
 
 
 def full_ids(tok: Any, messages: Sequence[dict[str, Any]], tools: list[dict[str, Any]] | None) -> list[int]:
