@@ -301,8 +301,8 @@ def test_a_reply_fits_exactly_when_its_turns_grammar_accepts_it(tokenizer: Any, 
 
 def test_a_reply_out_of_its_turns_grammar_does_not_fit(tokenizer: Any) -> None:
     """Each way a well-formed reply leaves the turn's grammar is caught without compiling it: an id
-    not legal, a list out of the view's order or with an id twice, an action not offered, a missing
-    end token; the turn's own matcher agrees on every case."""
+    not legal, a list out of the view's order or with an id twice, an action not offered, an offer
+    that gives and asks nothing, a missing end token; the turn's own matcher agrees on every case."""
     import llguidance
 
     from gpu_arena.llm.matching import reply_fits
@@ -326,6 +326,10 @@ def test_a_reply_out_of_its_turns_grammar_does_not_fit(tokenizer: Any) -> None:
         ("allocate_to_job", '{"job_id": "j_0_9", "block_ids": ["b_0_0"]}', True): False,  # not legal
         ("send_offer", '{"target_lab_id": "lab_2", "payment": 1}', True): False,  # not legal
         ("accept_offer", '{"offer_id": "o_1"}', True): False,  # not offered
+        ("send_offer", '{"target_lab_id": "lab_1"}', True): False,  # an empty offer
+        ("send_offer", '{"target_lab_id": "lab_1", "payment": 0.0, "expires_in": 2}', True): False,  # empty
+        ("send_offer", '{"target_lab_id": "lab_1", "payment": 0.0, "requested_payment": 2.5}', True): True,
+        ("send_offer", '{"target_lab_id": "lab_1", "payment": 0.0001}', True): True,
         ("wait", "{}", False): False,  # no end token
     }
     for (name, arguments, end), expected in cases.items():

@@ -284,6 +284,47 @@ def _tool_parameters() -> dict[str, dict[str, Any]]:
     return {str(t["function"]["name"]): t["function"]["parameters"] for t in action_tools()}
 
 
+# an offer gives or asks for something (the rules refuse an empty one, ``empty_offer``: the most
+# frequent refusal left under the grammar, decision 0033): its blocks or a payment above zero
+_OFFERS = frozenset({"send_offer", "counter_offer"})
+_CONTENTS = ("block_ids", "requested_block_ids", "payment", "requested_payment")
+POSITIVE = r"/([1-9][0-9]{0,8}(\.[0-9]{1,4})?|0\.([1-9][0-9]{0,3}|0[1-9][0-9]{0,2}|00[1-9][0-9]?|000[1-9]))/"
+ZERO = r"/0(\.0{1,4})?/"
+
+
+def _offer(members: Sequence[tuple[str, _Piece, bool]], lead: bool) -> _Piece:
+    """An offer's members (:func:`_object`'s, its required id first) where at least one of its
+    contents is there: blocks given, blocks asked, or a payment above zero either way. One
+    alternative per first content present, so the alternatives do not overlap."""
+    first, rest = members[0], members[1:]
+    contents = {name: piece for name, piece, _ in rest if name in _CONTENTS}
+    after = [m for m in rest if m[0] not in _CONTENTS]
+    assert first[2] and [m[0] for m in rest[:len(contents)]] == [n for n in _CONTENTS if n in contents], \
+        "an offer's schema lists its id, then its contents"
+
+    def item(name: str, piece: _Piece, optional: bool = False) -> str:
+        text = f'{_lit(", ")} {_lit(json.dumps(name) + ": ")} {piece.lark}'
+        return f"({text})?" if optional else text
+
+    def then(names: Sequence[str]) -> list[str]:
+        return [item(n, contents[n], optional=True) for n in names if n in contents]
+
+    positive, zero = _Piece(POSITIVE, _NUMBER_BYTES), _Piece(ZERO, 6)
+    alternatives = []
+    for k, name in enumerate(("block_ids", "requested_block_ids")):
+        if name in contents:
+            alternatives.append([item(name, contents[name]), *then(_CONTENTS[k + 1:])])
+    if "payment" in contents:
+        alternatives.append([item("payment", positive), *then(("requested_payment",))])
+    if "requested_payment" in contents:
+        paid = [item("payment", zero, optional=True)] if "payment" in contents else []
+        alternatives.append([*paid, item("requested_payment", positive)])
+    head = _object([first], lead)
+    tail = _object(after, lead=True) if after else _Piece("", 0)
+    either = "(" + " | ".join("(" + " ".join(a) + ")" for a in alternatives) + ")"
+    return _Piece(f"{head.lark} {either} {tail.lark}".strip(), _object(members, lead).max_bytes)
+
+
 @lru_cache(maxsize=8192)
 def _action_rule(action: str, ids: tuple[tuple[str, tuple[str, ...]], ...], shares_keys: tuple[str, ...],
                  mode: str) -> tuple[str, int] | None:
@@ -302,12 +343,12 @@ def _action_rule(action: str, ids: tuple[tuple[str, tuple[str, ...]], ...], shar
             continue
         members.append((name, piece, name in required))
     helpers = [r for _, piece, _ in members for r in piece.rules]
+    lead = mode != "tools"
+    body = _offer(members, lead) if action in _OFFERS else _object(members, lead)
     if mode == "tools":
-        body = _object(members, lead=False)
         head = f'<tool_call>\n{{"name": {json.dumps(action)}, "arguments": {{'
         tail = "}}\n</tool_call>"
     else:
-        body = _object(members, lead=True)
         head = f'{{"action_type": {json.dumps(action)}'
         tail = "}"
     rule = f"a_{action}: {_lit(head)} {body.lark} {_lit(tail)}"
