@@ -229,7 +229,8 @@ class RolloutEngine:
         turns = 0
         for lo in range(0, len(worlds), self.batch_size):
             hi = lo + self.batch_size
-            flight = self.open(worlds[lo:hi])
+            flight = self.open(worlds[lo:hi], [self._needs_grammar(0, e, p)
+                                                for e, p in zip(explore[lo:hi], proposed[lo:hi], strict=True)])
             turns += self.run(flight, explore[lo:hi], proposed[lo:hi], seed * 1_000_003 + lo)
             for i, (rollout, done) in enumerate(self.pool.close(flight.keys, finish)):
                 if self.pool.config.verbatim:  # the trajectory as the model lived it, token by token
@@ -248,9 +249,10 @@ class RolloutEngine:
             return False
         return not self.check_first or (self.temperature > 0 and explore in (None, turn))
 
-    def open(self, worlds: Sequence[World]) -> Flight:
-        """Start an episode per world in the workers; their flight."""
-        return Flight(self.pool.open(worlds).wait())
+    def open(self, worlds: Sequence[World], grammars: Sequence[bool] | None = None) -> Flight:
+        """Start an episode per world in the workers; their flight (``grammars``: which first turns
+        need their grammar built, all by default)."""
+        return Flight(self.pool.open(worlds, grammars).wait())
 
     def run(self, flight: Flight, explore: Sequence[int | None], proposed: Sequence[bool], seed: int) -> int:
         """Play the episodes of ``flight`` to their end (``explore[i]`` counts turns from the

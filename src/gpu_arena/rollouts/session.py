@@ -212,8 +212,9 @@ class Session:
     def done(self) -> bool:
         return bool(self.obs is not None and self.obs.done)
 
-    def start(self) -> Turn:
-        """Reset the environment on the world; the first prompt."""
+    def start(self, grammar: bool = True) -> Turn:
+        """Reset the environment on the world; the first prompt (its grammar built unless
+        ``grammar`` is False, as :meth:`answer`)."""
         from ..env import GpuArenaEnv
 
         c = self.config
@@ -223,7 +224,7 @@ class Session:
         self.obs = self.env.reset(seed=self.world.seed)
         self.conv.observe(self.obs)
         ids = self.chat.start(self.conv.messages() if c.windowed else self.conv.transcript)
-        return Turn(self.key, 0, ids, self._grammar(), False, legal=self.legal)
+        return Turn(self.key, 0, ids, self._grammar(grammar), False, legal=self.legal)
 
     def answer(self, reply: Reply | Answer, grammar: bool = True) -> Turn:
         """Play the model's reply (generated ids, text, or an already read answer); the next turn,

@@ -41,11 +41,12 @@ class EnvWorker:
     def cpu_noop(self, items: Any) -> None:
         """Nothing: a request that only reads the worker's CPU seconds."""
 
-    def open(self, items: Sequence[tuple[int, World]]) -> list[Turn]:
+    def open(self, items: Sequence[tuple[int, World] | tuple[int, World, bool]]) -> list[Turn]:
+        """Start a session per world; ``(key, world, False)`` leaves the first turn's grammar unbuilt."""
         out = []
-        for key, world in items:
+        for key, world, *grammar in items:
             s = self.sessions[key] = Session(key, world, self.config, self.tools)
-            out.append(s.start())
+            out.append(s.start(*grammar))
         return out
 
     def answer(self, items: Sequence[tuple[int, Reply | Answer] | tuple[int, Reply | Answer, bool]]) -> list[Turn]:
@@ -257,14 +258,15 @@ class WorkerPool:
 
     # ------------------------------------------------------------------ the engine's operations
 
-    def open(self, worlds: Sequence[World]) -> Pending:
-        """Start one session per world (spread over the workers); a Pending of their first Turns."""
-        items = []
-        for w in worlds:
+    def open(self, worlds: Sequence[World], grammars: Sequence[bool] | None = None) -> Pending:
+        """Start one session per world (spread over the workers); a Pending of their first Turns
+        (``grammars[i]`` False: world ``i``'s first grammar left unbuilt)."""
+        items: list[tuple[Any, ...]] = []
+        for i, w in enumerate(worlds):
             key = next(self._keys)
             self.owner[key] = self._next
             self._next = (self._next + 1) % self.size
-            items.append((key, w))
+            items.append((key, w) if grammars is None else (key, w, grammars[i]))
         return self._scatter("open", items)
 
     def answer(self, items: Sequence[tuple[int, Reply | Answer] | tuple[int, Reply | Answer, bool]]) -> Pending:
