@@ -196,9 +196,10 @@ PRESETS: dict[str, Preset] = {
         RFTDefaults(iterations=2, worlds_per_iteration=12, samples_per_world=2, temperature=1.0, learning_rate=2e-5,
                     epochs=1, batch_size=4, explore="lookahead", proposal="rule_expert", finisher="rule_expert",
                     replay=12, lr_schedule="linear", constrained=True),
-        # sized for two CPU cores (decision 0031): a compact single_trade episode is ~1,200 of its tokens
-        # and LoRA trains ~75-150 tokens/s, so 200 teacher episodes (50 steps of 4) are one SFT epoch of
-        # ~25 min; the evaluation plays 200 holdout worlds for each of the three checkpoints
+        # sized for two CPU cores (decision 0031): LoRA trains ~75-150 of its tokens/s. In compact mode
+        # each turn is a chat of its own, so 200 teacher episodes are ~712 chats and 50 steps of 4 see
+        # 28% of them (15 min); the documented run used these settings (decision 0031's addendum). The
+        # evaluation plays 200 holdout worlds for each of the three checkpoints (47 min)
         PipelineDefaults(data_seeds=200, sft_steps=50, rl_iterations=2, eval_seeds=200, extra_eval_tasks=(),
                          constrained=True),
         # its tokenizer splits every digit and id: tools mode's single_trade turn is ~2,800 of its tokens,
