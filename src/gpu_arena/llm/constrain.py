@@ -122,9 +122,9 @@ def _can_settle(view: Any, offer: Any) -> bool:
     """Whether an incoming open offer can settle as far as the seat's view tells: its sender still
     plays and can pay, the seat can pay what it asks, the blocks on both sides are still free, not
     started and not bought under a condition, and a ``coalition_only`` offer has a formed coalition
-    behind it. What the view hides (another lab's ``must_allocate`` mark) stays the rules' to judge.
-    Accepting a stale offer is refused and costs the turn (``offer_stale``): most of the rule-level
-    refusals left under the grammar were such accepts (decision 0028)."""
+    behind it. What the view hides (another lab's ``must_allocate`` mark, a move settled earlier in
+    the same round) stays the rules' to judge. Accepting an offer that cannot settle is refused
+    and costs the turn (``offer_stale``); decision 0032 measured what this removes."""
     me, now, slack = view.controlled_lab_id, view.round_index, 1e-9
     labs = {lab.lab_id: lab for lab in view.visible_labs}
     sender = labs.get(offer.sender)
@@ -184,8 +184,9 @@ def _id_list(values: Sequence[str], name: str) -> _Piece:
     the view's order, which the teacher's lists follow, and the rules refuse a repeated id
     (``duplicate_ids``: the most frequent refusal left under the grammar, issue 31). ``name``: the
     rules' names, one per list of the view, so the actions that take one list share its rules (a
-    grammar that repeated them compiled 5-16% slower). Two named rules an id: ``{name}_s{i}`` is a list that goes
-    on from the i-th id or a later one, ``{name}_l{i}`` one that goes on from the i-th."""
+    grammar that repeated them compiled 5-16% slower). Two named rules an id: ``{name}_s{i}`` is a
+    list that goes on from the i-th id or a later one, ``{name}_l{i}`` one that goes on from the
+    i-th."""
     quoted = [_lit(json.dumps(v)) for v in values]
     n, sep = len(values), _lit(", ")
     rules = []

@@ -10,6 +10,7 @@ copied for each use.
 from __future__ import annotations
 
 import contextlib
+import json
 from collections import OrderedDict
 from collections.abc import Sequence
 from typing import Any
@@ -223,7 +224,6 @@ class GrammarConstraint:
         return scores
 
 
-
 def reply_fits(tokenizer: Any, reply: Sequence[int], lists: Any, mode: str = "tools") -> bool:
     """Whether generated ids ``reply`` are a sentence of the turn's grammar (the seat's
     :func:`~gpu_arena.llm.constrain.legal_lists` ``lists``, in prompt ``mode``) followed by the end
@@ -236,8 +236,6 @@ def reply_fits(tokenizer: Any, reply: Sequence[int], lists: Any, mode: str = "to
     as they were. The rollout engine decodes greedy turns freely, keeps the replies that fit and
     decodes the others again under their grammar (:class:`~gpu_arena.rollouts.RolloutEngine`,
     ``check_first``), so most greedy turns compile no grammar."""
-    import json
-
     if not reply or reply[-1] != tokenizer.eos_token_id:
         return False
     body = list(reply[:-1])

@@ -20,6 +20,7 @@ generation path) and gives back what TRL trains on:
 from __future__ import annotations
 
 import json
+from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
@@ -124,10 +125,9 @@ def reward_functions() -> list[Callable[..., list[float]]]:
             log_metric("arena/turns_per_s", turns_per_s[0])
             log_metric("arena/generate_share", generate_share[0])
             # which rules refused the turns that were not valid: what a grammar cannot see
-            codes: dict[str, int] = {}
+            codes: Counter[str] = Counter()
             for r in refusals or ():
-                for code, n in r.items():
-                    codes[code] = codes.get(code, 0) + n
+                codes.update(r)
             for code, n in sorted(codes.items()):
                 log_metric(f"arena/refused/{code}", n / total)
         return rates
