@@ -30,11 +30,11 @@ from functools import cache
 from typing import Any
 
 from ..core.types import ACTION_TYPES
-from .prompts import RenderMemory, _energy, _fresh, _pct, offer_sides
+from .prompts import RenderMemory, _energy, _fresh, _pct, due_blocks, offer_sides
 from .tools import ACTION_FIELDS
 
 _RULES = """\
-You are an AI lab trading GPU blocks for your jobs: maximise value of jobs done - energy + money. A job needs GPU-h (gpus x rounds) by its deadline. Block: id gpus x start-end w=worth to you.
+You are an AI lab trading GPU blocks for your jobs: maximise value of jobs done - energy + money. A job needs GPU-h (gpus x rounds) by its deadline. Block: id gpus x start-end w=worth to you, due: opens next round, idles unless allocated now.
 Reply with one tool call:"""
 
 # The arguments shown per action: the ones a decision is about (the grammar, or the parser, takes
@@ -91,9 +91,10 @@ def _window(b: Any) -> str:
     return f"{b.gpu_count}x{b.start_round}-{b.end_round}"
 
 
-def _block(b: Any, *, own: bool, aids: bool) -> str:
+def _block(b: Any, *, own: bool, aids: bool, due: bool = False) -> str:
     """A block as a short row: id, size and window, worth; reliability and energy only without aids
-    (the worth counts them); status and notes of the seat's own blocks."""
+    (the worth counts them); status and notes of the seat's own blocks, ``due`` where its plan runs
+    it and it opens next round (:func:`~gpu_arena.llm.prompts.due_blocks`)."""
     row = f"{b.block_id} {_window(b)}"
     if not aids:
         row += f" {_pct(b.reliability)} {_energy(b.energy_cost)}"
@@ -106,6 +107,8 @@ def _block(b: Any, *, own: bool, aids: bool) -> str:
         notes.append(b.coalition_id)
     if b.no_resale or b.must_allocate:
         notes.append("no-resale")
+    if due:
+        notes.append("due")
     return row + (" " + " ".join(notes) if notes else "")
 
 
@@ -177,7 +180,8 @@ def render_compact_turn(obs: Any, memory: RenderMemory | None = None) -> str:
     live = [b for b in obs.owned_blocks if b.status not in _GONE]
     aids = any(b.marginal_value is not None for b in [*live, *tradeable])
     out = _head(obs, memory) + _jobs(obs)
-    out.append("Yours: " + ("; ".join(_block(b, own=True, aids=aids) for b in live) or "none"))
+    due = set(due_blocks(obs)) if not getattr(obs, "done", False) else set()
+    out.append("Yours: " + ("; ".join(_block(b, own=True, aids=aids, due=b.block_id in due) for b in live) or "none"))
     labs = {x.lab_id: x for x in obs.visible_labs if x.lab_id != me}
     owners: dict[str, list[Any]] = {}
     for b in tradeable:

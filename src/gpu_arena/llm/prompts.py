@@ -139,6 +139,18 @@ def _useful(b: Any) -> bool:
     return b.marginal_value is not None and abs(b.marginal_value) >= 0.005  # below a cent: worth nothing to you
 
 
+def due_blocks(obs: Any) -> list[str]:
+    """The seat's own blocks that its best plan runs and that open next round, not yet allocated:
+    this turn is the last in which they can be allocated (the clock ticks after it, and a block
+    whose window starts unallocated idles). A decision aid read off the seat's own view: the
+    teacher allocates exactly then, and a model that must compare every window with the round
+    number to see it (the `small` SFT model, decision 0034) lets them idle."""
+    planned = {b for ids in obs.best_plan.values() for b in ids}
+    r = obs.round_index
+    return [b.block_id for b in obs.owned_blocks
+            if b.status in ("free", "reserved") and b.start_round == r + 1 and b.block_id in planned]
+
+
 def _block_row(b: Any, *, own: bool) -> str:
     """One of the seat's blocks as a row: its facts, then status, notes and worth (for which job)."""
     row = _spec(b)
@@ -270,6 +282,9 @@ def render_turn(obs: Any, memory: RenderMemory | None = None) -> str:
     out += [_block_row(b, own=True) for b in live]
     if obs.best_plan:
         out.append("Best plan: " + "; ".join(f"{j} <- {', '.join(bs)}" for j, bs in sorted(obs.best_plan.items())))
+    due = due_blocks(obs)
+    if due and not getattr(obs, "done", False):
+        out.append(f"Opening next round, idle unless allocated now: {', '.join(due)}")
     market = obs.public_market
     tradeable = [b for b in market.blocks if b.tradeable and b.owner != me]
     if tradeable:
@@ -441,5 +456,5 @@ def estimate_request_tokens(messages: list[dict[str, Any]], tools: list[dict[str
     return n
 
 
-__all__ = ["MODES", "WINDOW", "Conversation", "Mode", "RenderMemory", "estimate_request_tokens", "estimate_tokens",
+__all__ = ["MODES", "WINDOW", "Conversation", "Mode", "RenderMemory", "due_blocks", "estimate_request_tokens", "estimate_tokens",
            "prompt_tools", "render_turn", "reply_format", "system_prompt"]
