@@ -10,7 +10,9 @@ PYTEST_WORKERS ?= 2
 
 .PHONY: install chromium run test bench lint clean native-sync
 
-$(STAMP): pyproject.toml constraints.txt
+# the package's build compiles the Rust engine too (setup.py, below): Debian's crates first
+$(STAMP): pyproject.toml setup.py constraints.txt
+	$(DEBIAN_CRATES)
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -e '.[dev,llm,train,cluster,marl]'
@@ -28,20 +30,21 @@ $(SMOLLM2_STAMP): $(STAMP)
 CHROMIUM := $(shell command -v chromium || command -v chromium-browser)
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-# the Rust engine (native/, decision 0026), the one accelerator (decision 0029), built with cargo into
-# $(VENV)/gpu-arena-native, offline: its crates come from Debian's packages; without cargo or them the
-# Python core runs, with the same results.
-# It is rebuilt when any of the crate's sources changes: every .rs file under native/src (rules/ and
-# policies/ included), the Cargo manifests and the cargo config.
-RUST := $(VENV)/gpu-arena-native/rust.json
+# the Rust engine (native/, decision 0026), the one accelerator (decision 0029): the package's build
+# (setup.py, setuptools-rust) compiles it into src/gpu_arena/native/ on `pip install -e .`, offline: its
+# crates come from Debian's packages; without cargo or them the install succeeds and the Python core
+# runs, with the same results. After an edit of the crate it is built again in place: on a change of
+# any .rs file under native/src (rules/ and policies/ included), the Cargo manifests or the cargo config.
+RUST := $(VENV)/.stamp-rust
 PYO3_CRATE := /usr/share/cargo/registry/pyo3-0.17.3
 RUST_SOURCES := native/Cargo.toml native/Cargo.lock $(wildcard native/.cargo/config.toml) $(sort $(shell find native/src -name '*.rs'))
 define DEBIAN_CRATES
 @test -d $(PYO3_CRATE) || { $(SUDO) apt-get update -qq && $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends librust-pyo3-dev librust-indexmap-dev >/dev/null; } || echo "(no Debian crates for the Rust engine)"
 endef
-$(RUST): $(STAMP) $(RUST_SOURCES) src/gpu_arena/native/build.py src/gpu_arena/native/loader.py
-	$(DEBIAN_CRATES)
+$(RUST): $(STAMP) $(RUST_SOURCES) setup.py src/gpu_arena/native/build.py src/gpu_arena/native/loader.py
+	@rm -rf $(VENV)/gpu-arena-native  # the side folder of builds before the package built it
 	@$(PY) -m gpu_arena.native.build --quiet || echo "(the Rust engine is not built; the Python core runs)"
+	@touch $@
 
 # after porting a change of a mirrored Python module to native/: build the crate, record the modules'
 # digests in native/mirrors.json (never edited by hand) and check the port with tests/native; where
@@ -82,4 +85,4 @@ lint: install
 	$(VENV)/bin/lint-imports
 
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis test-artifacts
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis test-artifacts build src/gpu_arena/native/gpu_arena_rs*.so

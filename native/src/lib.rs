@@ -37,5 +37,10 @@ fn gpu_arena_rs(py: Python, m: &PyModule) -> PyResult<()> {
     rules::dispatch::register(py, m)?;
     valuation::register(py, m)?;
     value::register(py, m)?;
+    // what the package's build compiled (setup.py passes them in): the loader compares them with
+    // the crate and the Python core as they are now, so a stale build never plays unnoticed
+    m.add("CRATE_DIGEST", option_env!("GPU_ARENA_CRATE_DIGEST").unwrap_or(""))?;
+    m.add("CRATE_SOURCES", option_env!("GPU_ARENA_CRATE_SOURCES").unwrap_or("{}"))?;
+    m.add("CRATE_MIRRORS", option_env!("GPU_ARENA_CRATE_MIRRORS").unwrap_or("{}"))?;
     Ok(())
 }

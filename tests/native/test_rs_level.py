@@ -25,16 +25,16 @@ PACKAGE = ROOT / "src" / "gpu_arena"
 
 def test_the_twin_is_level_with_the_python_core() -> None:
     """The gate: fails under CI (``CI=true``), naming each module or file out of step."""
-    out = None
     if os.environ.get("GPU_ARENA_RS_SO"):  # a build named by hand: only the port is checked here
-        out = Path(os.environ["GPU_ARENA_RS_SO"]).parent / "no-build-here"
-    require_level(rust_build.twin_problems(out=out))
+        require_level(rust_build.twin_problems(record=None))
+    else:
+        require_level(rust_build.twin_problems())
 
 
 @pytest.fixture()
 def twin(tmp_path: Path) -> SimpleNamespace:
     """A copy of the mirrored modules and of the crate (without its build), the manifest written
-    for them by the sync's writer, and a fake build of the crate as it is."""
+    for them by the sync's writer, and the record a build of the crate as it is carries."""
     package = tmp_path / "gpu_arena"
     for name in native_twin.MIRRORED:
         (package / name).parent.mkdir(parents=True, exist_ok=True)
@@ -44,19 +44,15 @@ def twin(tmp_path: Path) -> SimpleNamespace:
     crate = tmp_path / "native"
     shutil.copytree(crate_src, crate, ignore=shutil.ignore_patterns("target", "mirrors.json"))
     assert rust_build.write_mirrors(crate, package) == list(native_twin.MIRRORED)  # none recorded before
-    out = tmp_path / "build"
-    out.mkdir()
-    (out / "gpu_arena_rs-x.so").write_bytes(b"")
-    (out / native.RUST_MANIFEST).write_text(json.dumps({
-        "abi": native.interpreter_tag(), "sha256": native.crate_digest(crate), "file": "gpu_arena_rs-x.so",
-        "sources": rust_build.crate_sources(crate)}))
-    return SimpleNamespace(package=package, crate=crate, out=out,
-                           problems=lambda: rust_build.twin_problems(crate, out, package))
+    record = {"sha256": native.crate_digest(crate), "sources": native.crate_sources(crate),
+              "mirrors": json.loads((crate / native_twin.MIRRORS_FILE).read_text())}
+    return SimpleNamespace(package=package, crate=crate, record=record,
+                           problems=lambda: rust_build.twin_problems(crate, record, package))
 
 
 def test_a_level_twin_has_no_problem(twin: SimpleNamespace) -> None:
     assert twin.problems() == []
-    assert rust_build.stale_sources(twin.out, twin.crate) == []
+    assert rust_build.stale_sources(twin.record, twin.crate) == []
     assert rust_build.write_mirrors(twin.crate, twin.package) == []  # nothing changed since
 
 
@@ -91,7 +87,7 @@ def test_a_manifest_that_leaves_a_module_out_or_is_missing_is_named(twin: Simple
 def test_a_build_older_than_its_sources_is_named(twin: SimpleNamespace, where: str) -> None:
     path = twin.crate / where
     path.write_text(path.read_text() + "\n# an edit\n" if where.endswith(".toml") else path.read_text() + "\n// an edit\n")
-    assert rust_build.stale_sources(twin.out, twin.crate) == [where]
+    assert rust_build.stale_sources(twin.record, twin.crate) == [where]
     problems = twin.problems()
     assert len(problems) == 1 and where in problems[0] and "make install" in problems[0], problems
     with pytest.raises(pytest.fail.Exception, match=where):
@@ -101,21 +97,14 @@ def test_a_build_older_than_its_sources_is_named(twin: SimpleNamespace, where: s
 def test_a_new_or_removed_rust_file_is_named(twin: SimpleNamespace) -> None:
     (twin.crate / "src" / "rules" / "new_rule.rs").write_text("// new\n")
     (twin.crate / "src" / "policies" / "random.rs").unlink()
-    assert rust_build.stale_sources(twin.out, twin.crate) == ["src/policies/random.rs", "src/rules/new_rule.rs"]
+    assert rust_build.stale_sources(twin.record, twin.crate) == ["src/policies/random.rs", "src/rules/new_rule.rs"]
 
 
-def test_a_build_that_recorded_no_sources_names_those_newer_than_itself(twin: SimpleNamespace) -> None:
-    manifest = json.loads((twin.out / native.RUST_MANIFEST).read_text())
-    del manifest["sources"]
-    (twin.out / native.RUST_MANIFEST).write_text(json.dumps(manifest))
-    so = twin.out / "gpu_arena_rs-x.so"
-    os.utime(so, (1_000_000_000, 1_000_000_000))
-    for path in twin.crate.rglob("*"):
-        os.utime(path, (1_000_000_000 - 10, 1_000_000_000 - 10))
-    clock = twin.crate / "src" / "rules" / "clock.rs"
-    clock.write_text(clock.read_text() + "\n// an edit\n")
-    assert rust_build.stale_sources(twin.out, twin.crate) == ["src/rules/clock.rs"]
-    assert "src/rules/clock.rs" in " ".join(twin.problems())
+def test_a_build_that_records_no_sources_is_not_the_crate(twin: SimpleNamespace) -> None:
+    """A module compiled outside the package's build (cargo alone) carries no digest: not level."""
+    twin.record.update(sha256="", sources={})
+    assert rust_build.stale_sources(twin.record, twin.crate) is None
+    assert "not the crate as it is" in " ".join(twin.problems())
 
 
 def test_the_environment_warns_naming_the_changed_rust_file(twin: SimpleNamespace,
@@ -125,17 +114,17 @@ def test_the_environment_warns_naming_the_changed_rust_file(twin: SimpleNamespac
     offers.write_text(offers.read_text() + "\n// an edit\n")
     monkeypatch.setattr(native, "rust", lambda: "its crate changed since the build (make install builds it again)")
     monkeypatch.setattr(native, "crate_dir", lambda: twin.crate)
-    monkeypatch.setattr(native, "native_dir", lambda: twin.out)
+    monkeypatch.setattr(rust_build, "installed_record", lambda: twin.record)
     monkeypatch.setattr(native_twin, "_ENGINE", [])
     with pytest.warns(native_twin.StaleTwinWarning, match="src/rules/offers.rs"):
         reason = native_twin.native_engine()
     assert isinstance(reason, str) and "src/rules/offers.rs" in reason
 
 
-def test_no_build_is_not_a_staleness_problem(twin: SimpleNamespace, tmp_path: Path) -> None:
+def test_no_build_is_not_a_staleness_problem(twin: SimpleNamespace) -> None:
     # without cargo the Python core plays, as decision 0026 allows; the rs fixture fails that under CI
-    assert rust_build.stale_sources(tmp_path / "nothing", twin.crate) is None
-    assert rust_build.twin_problems(twin.crate, tmp_path / "nothing", twin.package) == []
+    assert rust_build.stale_sources(None, twin.crate) is None
+    assert rust_build.twin_problems(twin.crate, None, twin.package) == []
 
 
 def test_the_manifest_is_the_writers_output() -> None:
@@ -155,20 +144,28 @@ def test_the_sync_puts_the_manifest_back_when_the_port_fails_its_tests(
     ran: list[Any] = []
     (twin.crate.parent / "tests" / "native").mkdir(parents=True)
     monkeypatch.setattr(rust_build, "crate_dir", lambda: twin.crate)
-    monkeypatch.setattr(rust_build, "build", lambda out, quiet=False: {})
+    monkeypatch.setattr(rust_build, "build", lambda quiet=False: None)
 
     def failing(cmd: list[str], **kw: Any) -> SimpleNamespace:
         ran.append((cmd, kw))
         return SimpleNamespace(returncode=1)
 
     monkeypatch.setattr(rust_build.subprocess, "run", failing)
-    assert rust_build.sync(twin.out) == 1
+    assert rust_build.sync() == 1
     assert manifest.read_text() == '{"core/types.py": "0"}\n'  # as it was
     (cmd, kw), = ran
     assert "pytest" in cmd and kw["env"]["CI"] == "true"  # nothing skips while the port is checked
     assert "native/mirrors.json is unchanged" in capsys.readouterr().err
+
+    def failing_build(quiet: bool = False) -> None:
+        raise RuntimeError("cargo is not installed")
+
+    monkeypatch.setattr(rust_build, "build", failing_build)
+    assert rust_build.sync() == 1
+    assert manifest.read_text() == '{"core/types.py": "0"}\n'  # a build that fails leaves it too
+    monkeypatch.setattr(rust_build, "build", lambda quiet=False: None)
     monkeypatch.setattr(rust_build.subprocess, "run", lambda cmd, **kw: SimpleNamespace(returncode=0))
-    assert rust_build.sync(twin.out) == 0
+    assert rust_build.sync() == 0
     assert json.loads(manifest.read_text()) == native_twin.mirror_digests()
 
 
@@ -178,7 +175,7 @@ def test_the_makefile_rebuilds_the_crate_when_any_of_its_sources_changes() -> No
         pytest.skip("no make")
     db = subprocess.run([make, "-pnq", "-f", "Makefile", "native-sync"], cwd=ROOT, capture_output=True,
                         text=True, check=False, env={**os.environ, "SUDO": "true"}).stdout
-    rule = next(line for line in db.splitlines() if line.startswith(".venv/gpu-arena-native/rust.json:"))
+    rule = next(line for line in db.splitlines() if line.startswith(".venv/.stamp-rust:"))
     prerequisites = set(rule.partition(":")[2].split())
     crate = ROOT / "native"
     sources = {p.relative_to(ROOT).as_posix() for p in (crate / "src").rglob("*.rs")}

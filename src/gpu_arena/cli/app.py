@@ -8,7 +8,7 @@ import typer
 from .console import console
 from .data import data_app
 from .evaluate import evaluate, replay, report
-from .info import policies, schema, tasks
+from .info import info, policies, schema, tasks
 from .league import league_app
 from .play import demo, play
 from .runs import runs_app
@@ -28,6 +28,7 @@ app.command()(schema)
 app.command()(serve)
 app.command()(play)
 app.command()(policies)
+app.command()(info)
 # training (issue #7): `data sft`, `train sft|grpo|rft|pipeline|...`, `runs`; the sub-apps import only
 # typer and rich, the training stack loads inside each command
 app.add_typer(data_app, name="data")

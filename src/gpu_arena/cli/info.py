@@ -1,9 +1,10 @@
-"""``gpu-arena tasks``, ``schema`` and ``policies``: what the arena offers, listed."""
+"""``gpu-arena tasks``, ``schema``, ``policies`` and ``info``: what the arena offers, listed."""
 
 from __future__ import annotations
 
 import json
 
+import typer
 from rich.table import Table
 
 from ..core.tasks import task_params
@@ -40,3 +41,36 @@ def policies() -> None:
         console.print(name)
     for prefix in policy_families():
         console.print(f"{prefix}:...", markup=False)
+
+
+def info(as_json: bool = typer.Option(False, "--json", help="print JSON instead of a table")) -> None:
+    """Which engine plays here and why: the Rust build, what it was made from, the Python core."""
+    import platform
+    from importlib.metadata import version
+    from types import ModuleType
+
+    from ..native import loader
+    from ..native.twin import native_engine
+
+    engine = native_engine()
+    module = loader.installed()
+    facts: dict[str, str] = {
+        "gpu-arena": version("gpu-arena"),
+        "python": platform.python_version(),
+        "engine (auto)": "rust" if isinstance(engine, ModuleType) else f"python: {engine}",
+        "rust build": (getattr(module, "__file__", None) or "built in") if isinstance(module, ModuleType) else module,
+    }
+    if isinstance(module, ModuleType):
+        record = loader.build_record(module)
+        facts["built from crate"] = record["sha256"][:16] or "unknown (not the package's build)"
+    crate = loader.crate_dir()
+    facts["crate"] = f"native/ ({loader.crate_digest(crate)[:16]})" if crate is not None else "none (an installed package)"
+    if as_json:
+        print(json.dumps(facts, indent=1))
+        return
+    table = Table(title="gpu-arena", show_header=False)
+    table.add_column("what")
+    table.add_column("", overflow="fold")
+    for key, value in facts.items():
+        table.add_row(key, value)
+    console.print(table)

@@ -1,75 +1,34 @@
-"""The Rust engine's build (``native/``, decision 0026), loaded only where it is the crate as it is.
+"""The Rust engine (``native/``, decision 0026), loaded only where it is the crate as it is.
 
-``make install`` compiles the crate into ``<venv>/gpu-arena-native`` (see
-:mod:`gpu_arena.native.build`), beside a manifest (``rust.json``) holding the digest of the crate's
-sources it was built from. The build lives outside the source tree on purpose, and :func:`rust`
-loads it only while that digest matches the crate on disk and it was built for this interpreter;
+The package's build compiles the crate into ``gpu_arena.native.gpu_arena_rs`` (``setup.py``, with
+setuptools-rust; in place for the editable install ``make install`` makes), and passes into it the
+digest of the crate's sources it was built from (``CRATE_DIGEST``, with each file's in
+``CRATE_SOURCES``) and the port's manifest then (``CRATE_MIRRORS``, ``native/mirrors.json``).
+:func:`rust` loads it only while, in a source checkout, that digest is the crate's on disk;
 anywhere else the Python core plays, with the same results (decision 0029: the Rust engine is the
-one accelerator; the Python core is the specification and the fallback).
+one accelerator; the Python core is the specification and the fallback). The build is optional:
+where cargo or Debian's crates are missing the install succeeds without it.
 
 ``GPU_ARENA_NATIVE=0`` leaves the build unloaded, as on a machine without cargo (to choose the
-engine an environment plays on, use ``GPU_ARENA_ENGINE``); ``GPU_ARENA_NATIVE_DIR`` moves the
-build. :func:`status` says whether it loaded, for benchmarks to record.
+engine an environment plays on, use ``GPU_ARENA_ENGINE``). :func:`status` says whether it loaded,
+for benchmarks to record. Nothing here imports beyond the standard library: ``setup.py`` loads this
+file by path to compute the digests it passes in.
 """
 
 from __future__ import annotations
 
 import hashlib
-import importlib.machinery
-import importlib.util
+import importlib
 import json
 import os
-import sys
-import sysconfig
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-RUST_MANIFEST = "rust.json"  # the Rust engine's build (gpu_arena.native.build, decision 0026)
-RUST_MODULE = "gpu_arena_rs"
+RUST_MODULE = "gpu_arena.native.gpu_arena_rs"  # built by the package's build (setup.py)
+STATUS_KEY = "gpu_arena_rs"  # status()'s key, as benchmarks have recorded it
 # whether the Rust engine loaded: "loaded", or why not
 _STATUS: dict[str, str] = {}
-
-
-def native_dir() -> Path:
-    """Where the build lives: ``$GPU_ARENA_NATIVE_DIR``, else ``gpu-arena-native`` in the
-    environment's prefix (the virtualenv ``make install`` fills)."""
-    return Path(os.environ.get("GPU_ARENA_NATIVE_DIR") or Path(sys.prefix) / "gpu-arena-native")
-
-
-def interpreter_tag() -> str:
-    """The interpreter a build is for (extension modules load only into the one they were built for;
-    the extension suffix tells apart debug and free-threaded builds of the same version)."""
-    suffix = sysconfig.get_config_var("EXT_SUFFIX") or f".{sys.implementation.cache_tag}-{sys.platform}.so"
-    return suffix.strip(".").removesuffix(".so").removesuffix(".pyd")
-
-
-def _manifest(path: Path) -> dict[str, Any] | str:
-    """A build's manifest where the build is on and was made for this interpreter, else why not."""
-    if os.environ.get("GPU_ARENA_NATIVE", "1") == "0":
-        return "GPU_ARENA_NATIVE=0"
-    try:
-        manifest = json.loads(path.read_text())
-    except (OSError, ValueError):
-        return "not built (make install builds it)"
-    if not isinstance(manifest, dict) or manifest.get("abi") != interpreter_tag():
-        return "not built for this interpreter (make install builds it)"
-    return manifest
-
-
-def _load_extension(name: str, path: Path) -> ModuleType:
-    loader = importlib.machinery.ExtensionFileLoader(name, str(path))
-    spec = importlib.util.spec_from_file_location(name, path, loader=loader)
-    if spec is None:
-        raise ImportError(f"no extension module at {path}")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    try:
-        loader.exec_module(module)
-    except BaseException:
-        del sys.modules[name]
-        raise
-    return module
 
 
 def status() -> dict[str, str]:
@@ -84,41 +43,77 @@ def crate_dir() -> Path | None:
     return crate if (crate / "Cargo.toml").is_file() else None
 
 
+def _crate_files(crate: Path) -> list[Path]:
+    return [path for path in [crate / "Cargo.toml", crate / "Cargo.lock", crate / ".cargo" / "config.toml",
+                              *sorted((crate / "src").rglob("*.rs"))] if path.is_file()]
+
+
 def crate_digest(crate: Path) -> str:
-    """The SHA-256 of the crate's sources (its manifests, lock file and ``src/**/*.rs``), in
-    path order: what a build of it is tied to."""
+    """The SHA-256 of the crate's sources (its manifests, lock file, cargo config and
+    ``src/**/*.rs``), in path order: what a build of it is tied to."""
     h = hashlib.sha256()
-    files = [crate / "Cargo.toml", crate / "Cargo.lock", crate / ".cargo" / "config.toml",
-             *sorted((crate / "src").rglob("*.rs"))]
-    for path in files:
-        if path.is_file():
-            h.update(path.relative_to(crate).as_posix().encode() + b"\0" + path.read_bytes() + b"\0")
+    for path in _crate_files(crate):
+        h.update(path.relative_to(crate).as_posix().encode() + b"\0" + path.read_bytes() + b"\0")
     return h.hexdigest()
+
+
+def crate_sources(crate: Path) -> dict[str, str]:
+    """The SHA-256 of each source :func:`crate_digest` covers, by path within the crate (a stale
+    build names the files that changed since it)."""
+    return {path.relative_to(crate).as_posix(): hashlib.sha256(path.read_bytes()).hexdigest()
+            for path in _crate_files(crate)}
+
+
+def build_record(module: ModuleType) -> dict[str, Any]:
+    """What a build of the crate says it was made from: ``sha256`` (the crate's digest),
+    ``sources`` (each file's) and ``mirrors`` (``native/mirrors.json`` as it was); empty values for a
+    build that carries none (compiled without the package's build)."""
+    def parsed(name: str) -> dict[str, str]:
+        try:
+            value = json.loads(getattr(module, name, "{}"))
+        except (TypeError, ValueError):
+            return {}
+        return value if isinstance(value, dict) else {}
+
+    return {"sha256": str(getattr(module, "CRATE_DIGEST", "")), "sources": parsed("CRATE_SOURCES"),
+            "mirrors": parsed("CRATE_MIRRORS")}
+
+
+def installed() -> ModuleType | str:
+    """The package's build of the crate as it is installed, whatever it was built from, or why
+    there is none."""
+    if os.environ.get("GPU_ARENA_NATIVE", "1") == "0":
+        return "GPU_ARENA_NATIVE=0"
+    try:
+        return importlib.import_module(RUST_MODULE)
+    except ModuleNotFoundError as exc:
+        if exc.name != RUST_MODULE:
+            raise
+        return "not built (the package's build compiles it where cargo and the crates are: make install)"
 
 
 _RUST: list[ModuleType | str] = []
 
 
 def rust() -> ModuleType | str:
-    """The Rust engine's module where ``make install`` built it from the crate as it is now, else
+    """The Rust engine's module where the package's build made it from the crate as it is now, else
     why not (it is then not used: the Python core runs). Loaded once per process;
     ``GPU_ARENA_NATIVE=0`` leaves it unloaded."""
     if not _RUST:
         try:
             _RUST.append(_rust())
-        except Exception as exc:  # a corrupt extension, a manifest of the wrong shape
+        except Exception as exc:  # a corrupt extension, one built for another interpreter
             _RUST.append(f"the build did not load ({type(exc).__name__}: {exc})")
         module = _RUST[0]
-        _STATUS[RUST_MODULE] = "loaded" if isinstance(module, ModuleType) else f"not loaded: {module}"
+        _STATUS[STATUS_KEY] = "loaded" if isinstance(module, ModuleType) else f"not loaded: {module}"
     return _RUST[0]
 
 
 def _rust() -> ModuleType | str:
-    where = native_dir()
-    manifest = _manifest(where / RUST_MANIFEST)
-    if isinstance(manifest, str):
-        return manifest
+    module = installed()
+    if isinstance(module, str):
+        return module
     crate = crate_dir()
-    if crate is not None and manifest.get("sha256") != crate_digest(crate):
+    if crate is not None and build_record(module)["sha256"] != crate_digest(crate):
         return "its crate changed since the build (make install builds it again)"
-    return _load_extension(RUST_MODULE, where / str(manifest["file"]))
+    return module

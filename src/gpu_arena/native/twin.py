@@ -1,7 +1,8 @@
 """Whether the Rust engine may play here: its build is the crate as it is
 (:func:`gpu_arena.native.loader.rust`) and the crate is a port of the Python core as it is (every
 module it mirrors, :data:`MIRRORED`, has the digest recorded in ``native/mirrors.json``, which
-``make native-sync`` writes after a port). Where a build exists but either has moved on,
+``make native-sync`` writes after a port; an installed package compares its modules with the
+manifest its build carries). Where a build exists but either has moved on,
 :func:`native_engine` warns (:class:`StaleTwinWarning`), naming the modules or files, and the
 Python core plays; ``tests/native`` fails on it under CI.
 """
@@ -82,15 +83,17 @@ def _native_engine() -> ModuleType | str:
     crate = loader.crate_dir()
     if isinstance(module, str):
         if "crate changed" in module and crate is not None:
-            from .build import stale_sources
+            from .build import installed_record, stale_sources
 
-            changed = stale_sources(loader.native_dir(), crate)
+            changed = stale_sources(installed_record(), crate)
             if changed:
                 return f"its crate changed since the build: {', '.join(changed)} (make install builds it again)"
         return module
-    if crate is None:
-        return "no crate beside this installation (native/ of a source checkout)"
-    recorded = recorded_mirrors(crate)
+    if crate is None:  # an installed package: the port as it was when the package was built
+        recorded: dict[str, str] | str = loader.build_record(module)["mirrors"] or \
+            f"the build records no {MIRRORS_FILE} (a build made outside the package's build)"
+    else:
+        recorded = recorded_mirrors(crate)
     if isinstance(recorded, str):
         return recorded
     stale = stale_mirrors(recorded)
