@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from .constrain import ActionGrammar, fits_ids, generic_grammar
+from .parsing import one_tool_call
 from .prompts import reply_format
 
 _TOKENIZER_ATTR = "_gpu_arena_grammar_tokenizer"
@@ -243,13 +244,12 @@ def reply_fits(tokenizer: Any, reply: Sequence[int], lists: Any, mode: str = "to
     if m.is_error() or m.try_consume_tokens(body) != len(body) or not m.is_accepting():
         return False
     text = tokenizer.decode(body, skip_special_tokens=False, clean_up_tokenization_spaces=False)
+    if reply_format(mode) != "json":
+        call = one_tool_call(text)
+        return call is not None and fits_ids(call[0], call[1], lists)
     try:
-        if reply_format(mode) == "json":
-            obj = json.loads(text)
-            action, arguments = obj.pop("action_type"), obj
-        else:
-            call = json.loads(text[text.index("{"):text.rindex("}") + 1])
-            action, arguments = call["name"], call["arguments"]
+        obj = json.loads(text)
+        action, arguments = obj.pop("action_type"), obj
     except (ValueError, KeyError, TypeError, AttributeError):
         return False
     return isinstance(arguments, dict) and fits_ids(str(action), arguments, lists)

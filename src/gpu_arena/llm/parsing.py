@@ -45,6 +45,8 @@ _FENCE = re.compile(r"```[ \t]*([A-Za-z0-9_-]*)[ \t]*\n?(.*?)```", re.DOTALL)
 # no \s* around the lazy group: with both, a long run of spaces is tried at every split (quadratic);
 # the candidates are stripped anyway
 _TOOL_TAG = re.compile(r"<tool_call>(.*?)(?:</tool_call>|$)", re.DOTALL)
+# exactly one call in the frame the chat templates and the action grammar write
+_ONE_CALL = re.compile(r"<tool_call>\n(\{.*\})\n</tool_call>", re.DOTALL)
 _DECODER = json.JSONDecoder()
 
 
@@ -58,6 +60,23 @@ class FormatError(RejectedAction):
     """
 
     raw: str = ""
+
+
+def one_tool_call(text: str) -> tuple[str, dict[str, Any]] | None:
+    """``(name, arguments)`` for a text that is exactly one ``<tool_call>`` block in the frame the
+    action grammar writes, holding a JSON object with a string ``name`` and an object
+    ``arguments`` and nothing else; ``None`` for anything else (:func:`parse_action` reads those)."""
+    m = _ONE_CALL.fullmatch(text)
+    if m is None:
+        return None
+    try:
+        obj = json.loads(m.group(1))
+    except ValueError:
+        return None
+    if not isinstance(obj, dict) or set(obj) != {"name", "arguments"} or not isinstance(obj["name"], str) \
+            or not isinstance(obj["arguments"], dict):
+        return None
+    return obj["name"], obj["arguments"]
 
 
 def _error(code: str, message: str, raw: Any) -> FormatError:
@@ -228,4 +247,4 @@ def parse_action(output: Any) -> ArenaAction | FormatError:
         return _error(FORMAT_NO_ACTION, f"unreadable output ({type(e).__name__})", "")
 
 
-__all__ = ["FORMAT_ERROR_CODES", "FormatError", "parse_action"]
+__all__ = ["FORMAT_ERROR_CODES", "FormatError", "one_tool_call", "parse_action"]

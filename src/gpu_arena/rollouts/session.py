@@ -18,14 +18,12 @@ exactly as before).
 from __future__ import annotations
 
 import copy
-import json
-import re
 from dataclasses import dataclass, field
 from typing import Any
 
 from ..core.policy import seat_view
 from ..core.types import REWARD_COLUMNS
-from ..llm.parsing import FormatError, parse_action
+from ..llm.parsing import FormatError, one_tool_call, parse_action
 from ..llm.prompts import Conversation, prompt_tools
 from ..native.episode import bind_world
 from .chat import ChatTokens
@@ -150,9 +148,6 @@ class SessionConfig:
         return self.prompt_mode == "compact"
 
 
-_CALL = re.compile(r"<tool_call>\n(\{.*\})\n</tool_call>", re.DOTALL)
-
-
 def read_reply(tok: Any, new: list[int], prompt: list[int], tools: list[dict[str, Any]]) -> Answer:
     """The ``(content, tool calls, tokens)`` of generated ids ``new``, read as
     :class:`~gpu_arena.llm.TransformersAgent` reads them: the tokenizer's response parser for tool
@@ -175,18 +170,12 @@ def read_reply(tok: Any, new: list[int], prompt: list[int], tools: list[dict[str
 
 def fast_call(text: str) -> tuple[str, list[dict[str, Any]]] | None:
     """``("", [call])`` for a text that is exactly one ``<tool_call>`` block holding a JSON object
-    with a string ``name`` and an object ``arguments``; ``None`` for anything else."""
-    m = _CALL.fullmatch(text)
-    if m is None:
+    with a string ``name`` and an object ``arguments`` (:func:`~gpu_arena.llm.parsing.one_tool_call`);
+    ``None`` for anything else."""
+    call = one_tool_call(text)
+    if call is None:
         return None
-    try:
-        obj = json.loads(m.group(1))
-    except ValueError:
-        return None
-    if not isinstance(obj, dict) or set(obj) != {"name", "arguments"} or not isinstance(obj["name"], str) \
-            or not isinstance(obj["arguments"], dict):
-        return None
-    return "", [{"type": "function", "function": {"name": obj["name"], "arguments": obj["arguments"]}}]
+    return "", [{"type": "function", "function": {"name": call[0], "arguments": call[1]}}]
 
 
 class Session:
