@@ -150,6 +150,10 @@ class RuleExpertPolicy(CoalitionPooling):
             return None
         if all(plan[b.block_id] == server.get(b.block_id) for b in due):
             ids = sorted(b for b in free if b in server and free[b].start_round <= r + 2)
+            if set(ids) == set(server):
+                # the whole best plan: written in its short form (the same allocation), which a
+                # model learning from these moves can copy without copying ids (decision 0035)
+                return Action("allocate_to_job")
             return Action("allocate_to_job", block_ids=tuple(ids))
         # the plan differs from the server's (it counts blocks not yet received): name the job
         hours: dict[str, int] = {}
