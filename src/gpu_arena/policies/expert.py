@@ -8,7 +8,8 @@ of the world's fitting capacity. Every scripted lab spends its turn allocating w
 plan's blocks opens next round, so a deal it is offered waits for a free round, and a block its
 plan uses is allocated (gone) the round before it opens. ``rule_expert``
 
-* allocates its plan's blocks the round before they open, two rounds' worth in one action, and
+* allocates its plan's blocks the round before they open, two rounds' worth in one action (where
+  that is the whole plan, as the short ``allocate_to_job`` with no arguments), and
   plans for what it may receive the same round (an auction it leads, its own open bids and
   sales: moves are simultaneous);
 * answers offers with its own pricing of the whole deal (:meth:`RuleExpertPolicy.offer_value`:
