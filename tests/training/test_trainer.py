@@ -42,7 +42,9 @@ def test_the_plain_loss_is_the_fused_heads(tiny_sft: Path, tmp_path: Path, monke
             values[lean] = (float(trainer.compute_loss(trainer.model, dict(batch))),
                             trainer._metrics["train"]["mean_token_accuracy"][-1])
     assert values[True][0] == pytest.approx(values[False][0], rel=1e-5)
-    assert values[True][1] == pytest.approx(values[False][1], abs=1e-9)
+    # the same tokens right (one token more or fewer moves it by 1/count, over 1e-4 here); the two
+    # paths divide in float32 and float64, so the last digits of the same ratio may differ
+    assert values[True][1] == pytest.approx(values[False][1], abs=1e-6)
     assert trainer_mod.lean_loss() is False  # monkeypatched last to the fused path: the switch is what decides
 
 
