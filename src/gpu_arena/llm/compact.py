@@ -180,7 +180,7 @@ def render_compact_turn(obs: Any, memory: RenderMemory | None = None) -> str:
     live = [b for b in obs.owned_blocks if b.status not in _GONE]
     aids = any(b.marginal_value is not None for b in [*live, *tradeable])
     out = _head(obs, memory) + _jobs(obs)
-    due = set(due_blocks(obs)) if not getattr(obs, "done", False) else set()
+    due = set(due_blocks(obs))
     out.append("Yours: " + ("; ".join(_block(b, own=True, aids=aids, due=b.block_id in due) for b in live) or "none"))
     labs = {x.lab_id: x for x in obs.visible_labs if x.lab_id != me}
     owners: dict[str, list[Any]] = {}

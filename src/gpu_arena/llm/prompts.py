@@ -144,7 +144,10 @@ def due_blocks(obs: Any) -> list[str]:
     this turn is the last in which they can be allocated (the clock ticks after it, and a block
     whose window starts unallocated idles). A decision aid read off the seat's own view: the
     teacher allocates exactly then, and a model that must compare every window with the round
-    number to see it (the `small` SFT model, decision 0034) lets them idle."""
+    number to see it (the `small` SFT model, decision 0035) lets them idle. None once the episode
+    is over."""
+    if getattr(obs, "done", False):
+        return []
     planned = {b for ids in obs.best_plan.values() for b in ids}
     r = obs.round_index
     return [b.block_id for b in obs.owned_blocks
@@ -283,7 +286,7 @@ def render_turn(obs: Any, memory: RenderMemory | None = None) -> str:
     if obs.best_plan:
         out.append("Best plan: " + "; ".join(f"{j} <- {', '.join(bs)}" for j, bs in sorted(obs.best_plan.items())))
     due = due_blocks(obs)
-    if due and not getattr(obs, "done", False):
+    if due:
         out.append(f"Opening next round, idle unless allocated now: {', '.join(due)}")
     market = obs.public_market
     tradeable = [b for b in market.blocks if b.tradeable and b.owner != me]
