@@ -49,6 +49,9 @@ def train_sft(
     lora: bool | None = typer.Option(None, "--lora/--full", help="LoRA adapters (merged at the end) or full fine-tune"),
     assistant_only: bool | None = typer.Option(None, "--assistant-only/--whole-chat",
                                                help="loss on the answers only (default), or on whole chats"),
+    group_by_length: bool | None = typer.Option(None, "--group-by-length/--random-batches",
+                                                help="batch chats of about the same length (less padding; "
+                                                     "default: the preset's)"),
     seed: int = typer.Option(0, min=0, max=MAX_TRAIN_SEED, help="seed (initialisation, data order)"),
     db: str | None = typer.Option(None, help="SQLite store (default .arena/arena.db or $GPU_ARENA_DB)"),
     overwrite: bool = typer.Option(False, help="write into a non-empty --output"),
@@ -75,7 +78,8 @@ def train_sft(
             result = run_sft(SFTRun(data=data, output_dir=output, preset=preset, model=model, epochs=epochs,
                                     learning_rate=lr, batch_size=batch_size, grad_accum=grad_accum,
                                     max_length=max_length, max_steps=max_steps, lora=lora,
-                                    assistant_only_loss=assistant_only, seed=seed, db=db, overwrite=overwrite,
+                                    assistant_only_loss=assistant_only, group_by_length=group_by_length,
+                                    seed=seed, db=db, overwrite=overwrite,
                                     accel=accel),
                              display=bar)
     except train_errors() as e:

@@ -73,6 +73,9 @@ class SFTDefaults:
     # loss on the answers only, or on whole chats (--whole-chat). From scratch on the CPU budget the
     # answers alone learned the format in 80 steps where whole chats had not (decision 0011)
     assistant_only_loss: bool = True
+    # batches of chats of about the same length (transformers' LengthGroupedSampler), so a short
+    # single_trade chat is not padded to a coalition_market one: mixed-task SFT pads ~2x otherwise
+    group_by_length: bool = False
 
 
 @dataclass(frozen=True)
@@ -171,7 +174,7 @@ PRESETS: dict[str, Preset] = {
     "small": Preset(
         "small", "~2.3M-parameter Llama from a config: a CPU run (SFT + GRPO), under an hour on two free cores",
         ModelSpec(vocab_size=4096, hidden_size=192, intermediate_size=512, num_layers=4, num_heads=6, num_kv_heads=2),
-        SFTDefaults(epochs=2, learning_rate=2e-3, batch_size=4),
+        SFTDefaults(epochs=2, learning_rate=2e-3, batch_size=4, group_by_length=True),
         # lr 5e-5, beta 0.04 and batch-scaled advantages after the first documented run (lr 1e-4, beta 0,
         # group scaling) drifted away from its SFT start: greedy valid-action rate 0.918 -> 0.864 (decision 0011)
         GRPODefaults(max_steps=60, num_generations=4, prompts_per_step=2, learning_rate=5e-5, temperature=0.7,

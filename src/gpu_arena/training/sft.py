@@ -37,6 +37,7 @@ class SFTRun:
     lora_r: int | None = None
     lora_alpha: int | None = None
     assistant_only_loss: bool | None = None
+    group_by_length: bool | None = None
     seed: int = 0
     db: str | None = None
     overwrite: bool = False
@@ -51,7 +52,8 @@ class SFTRun:
                        lora=self.lora if self.lora is not None else d.lora, lora_r=self.lora_r or d.lora_r,
                        lora_alpha=self.lora_alpha or d.lora_alpha,
                        assistant_only_loss=d.assistant_only_loss if self.assistant_only_loss is None
-                       else self.assistant_only_loss)
+                       else self.assistant_only_loss,
+                       group_by_length=d.group_by_length if self.group_by_length is None else self.group_by_length)
 
 
 def run_sft(run: SFTRun, display: Any = None) -> dict[str, Any]:
@@ -83,7 +85,9 @@ def run_sft(run: SFTRun, display: Any = None) -> dict[str, Any]:
             learning_rate=float(run.learning_rate or 1e-4), lr_scheduler_type="cosine", warmup_steps=0.05,
             logging_steps=1, save_strategy="no", report_to="none", seed=run.seed, data_seed=run.seed,
             assistant_only_loss=bool(run.assistant_only_loss), max_length=run.max_length, packing=False, use_cpu=use_cpu(),
-            dataloader_num_workers=0, disable_tqdm=True, weight_decay=0.0, **run.accel.trainer_args(),
+            dataloader_num_workers=0, disable_tqdm=True, weight_decay=0.0,
+            train_sampling_strategy="group_by_length" if run.group_by_length else "random",
+            **run.accel.trainer_args(),
         )
         peft_config = None
         if run.lora:
