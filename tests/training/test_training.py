@@ -62,10 +62,12 @@ def test_tiny_sft_then_grpo_end_to_end(tmp_path: Path, sft_data: Path) -> None:
     db = str(tmp_path / "arena.db")
     sft_dir, grpo_dir = tmp_path / "sft", tmp_path / "grpo"
     runner = CliRunner()
+    # batches grouped by length (the small preset's default): the sampler reads TRL's tokenized chats
     res = runner.invoke(app, ["train", "sft", "--preset", "tiny", "--data", str(sft_data), "--output", str(sft_dir),
-                              "--db", db])
+                              "--db", db, "--group-by-length"])
     assert res.exit_code == 0, res.output
     meta = json.loads((sft_dir / "arena_training.json").read_text())
+    assert meta["run"]["group_by_length"] is True
     assert meta["kind"] == "sft" and meta["model"]["parameters"] < 1_000_000
     assert meta["data_provenance"]["policy"] == "rule_expert"
 
@@ -117,6 +119,18 @@ def test_tiny_sft_then_grpo_end_to_end(tmp_path: Path, sft_data: Path) -> None:
     assert listing.exit_code == 0 and [r["kind"] for r in json.loads(listing.output)] == ["grpo", "sft"]
     shown = runner.invoke(app, ["runs", "show", str(runs[0]["id"]), "--db", db])
     assert shown.exit_code == 0 and "arena/valid_action_rate" in shown.output
+
+
+def test_sft_batches_by_length_where_the_preset_says(tmp_path: Path) -> None:
+    from gpu_arena.training.sft import SFTRun, sft_args
+
+    def strategy(preset: str, **changes: Any) -> str:
+        run = SFTRun(data="d", output_dir=str(tmp_path), preset=preset, **changes).resolved()
+        return str(sft_args(run, tmp_path).train_sampling_strategy)
+
+    assert strategy("small") == "group_by_length" and strategy("tiny") == "random"
+    assert strategy("small", group_by_length=False) == "random"
+    assert strategy("tiny", group_by_length=True) == "group_by_length"
 
 
 @pytest.mark.parametrize("where", ["in-process", "server"])

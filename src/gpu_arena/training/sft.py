@@ -9,6 +9,7 @@ adapters are merged) that ``llm:hf:<dir>?mode=tools`` plays and ``gpu-arena trai
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
 from typing import Any
 
 from .accel import Accel
@@ -56,12 +57,28 @@ class SFTRun:
                        group_by_length=d.group_by_length if self.group_by_length is None else self.group_by_length)
 
 
+def sft_args(run: SFTRun, out: Path) -> Any:
+    """The ``SFTConfig`` of a resolved run writing to ``out``: a cosine schedule, no checkpoints on
+    the way, and batches drawn at random or grouped by length (``run.group_by_length``)."""
+    from trl import SFTConfig
+
+    return SFTConfig(
+        output_dir=str(out / "trainer"), num_train_epochs=float(run.epochs or 1), max_steps=run.max_steps or -1,
+        per_device_train_batch_size=int(run.batch_size or 1), gradient_accumulation_steps=int(run.grad_accum or 1),
+        learning_rate=float(run.learning_rate or 1e-4), lr_scheduler_type="cosine", warmup_steps=0.05,
+        logging_steps=1, save_strategy="no", report_to="none", seed=run.seed, data_seed=run.seed,
+        assistant_only_loss=bool(run.assistant_only_loss), max_length=run.max_length, packing=False, use_cpu=use_cpu(),
+        dataloader_num_workers=0, disable_tqdm=True, weight_decay=0.0,
+        # LengthGroupedSampler: random megabatches, each sorted by length, so few pad tokens
+        train_sampling_strategy="group_by_length" if run.group_by_length else "random",
+        **run.accel.trainer_args(),
+    )
+
+
 def run_sft(run: SFTRun, display: Any = None) -> dict[str, Any]:
     """Train; write the checkpoint to ``run.output_dir``; log config and metrics to the store and
     ``metrics.jsonl``. Returns a summary (run id, parameters, final loss, duration, ...).
     ``display``: a :class:`~gpu_arena.training.progress.StageProgress` moved step by step."""
-    from trl import SFTConfig
-
     from .trainer import ArenaSFTTrainer
 
     run = run.resolved()
@@ -79,16 +96,7 @@ def run_sft(run: SFTRun, display: Any = None) -> dict[str, Any]:
     callback = MetricsCallback(runlog)
 
     def train() -> dict[str, Any]:
-        args = SFTConfig(
-            output_dir=str(out / "trainer"), num_train_epochs=float(run.epochs or 1), max_steps=run.max_steps or -1,
-            per_device_train_batch_size=int(run.batch_size or 1), gradient_accumulation_steps=int(run.grad_accum or 1),
-            learning_rate=float(run.learning_rate or 1e-4), lr_scheduler_type="cosine", warmup_steps=0.05,
-            logging_steps=1, save_strategy="no", report_to="none", seed=run.seed, data_seed=run.seed,
-            assistant_only_loss=bool(run.assistant_only_loss), max_length=run.max_length, packing=False, use_cpu=use_cpu(),
-            dataloader_num_workers=0, disable_tqdm=True, weight_decay=0.0,
-            train_sampling_strategy="group_by_length" if run.group_by_length else "random",
-            **run.accel.trainer_args(),
-        )
+        args = sft_args(run, out)
         peft_config = None
         if run.lora:
             from peft import LoraConfig
@@ -114,4 +122,4 @@ def run_sft(run: SFTRun, display: Any = None) -> dict[str, Any]:
     return logged_run(runlog, train)
 
 
-__all__ = ["SFTRun", "run_sft"]
+__all__ = ["SFTRun", "run_sft", "sft_args"]
