@@ -102,6 +102,33 @@ def test_every_reply_the_grammar_allows_parses(tokenizer: Any, seed: int, task: 
         written = getattr(action, name)
         written = written if isinstance(written, list) else [] if written is None else [written]
         assert set(written) <= set(values), (action.action_type, name, written, values)
+    if action.action_type == "send_offer":  # and it asks only for blocks its target owns
+        owners = {b.block_id: b.owner for b in view.public_market.blocks}
+        assert {owners[b] for b in action.requested_block_ids or ()} <= {action.target_lab_id}
+
+
+def test_an_offer_asks_only_for_its_targets_blocks(tokenizer: Any) -> None:
+    """With two labs in the market an offer to one of them asks only for that lab's blocks, in the
+    turn's grammar and in ``reply_fits`` alike; lists that do not say who owns what leave it open."""
+    import llguidance
+
+    from gpu_arena.llm.constrain import grammar_of, owned_by
+    from gpu_arena.llm.matching import reply_fits
+
+    lists = {src: [] for fields in FIELDS.values() for src in fields.values()}
+    lists.update(own_free=["b_0_0"], jobs=["j_0_0"], labs=["lab_1", "lab_2"], market=["b_1_0", "b_2_0", "b_2_1"])
+    paired = {**lists, owned_by("lab_1"): ["b_1_0"], owned_by("lab_2"): ["b_2_0", "b_2_1"]}
+    cases = {("lab_1", '["b_1_0"]'): True, ("lab_2", '["b_2_0", "b_2_1"]'): True, ("lab_2", '["b_1_0"]'): False,
+             ("lab_1", '["b_1_0", "b_2_0"]'): False, ("lab_1", '["b_2_1"]'): False}
+    for (target, asked), expected in cases.items():
+        text = (f'<tool_call>\n{{"name": "send_offer", "arguments": {{"target_lab_id": "{target}", '
+                f'"requested_block_ids": {asked}, "payment": 2.5}}}}\n</tool_call>')
+        ids = tokenizer.encode(text, add_special_tokens=False)
+        for given, want in ((paired, expected), (lists, True)):
+            m = llguidance.LLMatcher(grammar_tokenizer(tokenizer), grammar_of(given, "lab_0").lark, log_level=0)
+            accepted = m.try_consume_tokens(ids) == len(ids) and m.is_accepting()
+            assert accepted == want, (target, asked, given is paired)
+            assert reply_fits(tokenizer, [*ids, tokenizer.eos_token_id], given, "tools") == want, (target, asked)
 
 
 def test_actions_without_a_legal_required_id_are_not_offered() -> None:

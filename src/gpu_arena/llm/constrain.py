@@ -80,7 +80,7 @@ CONDITIONS = ("must_allocate_to_job", "no_resale", "coalition_only")
 
 def legal_lists(view: Any) -> dict[str, list[str]]:
     """The seat's legal ids by the view's list they come from (``own_free``, ``market``, ...: the
-    values of :data:`FIELDS`), in the view's order: its own blocks whose window has not opened
+    values of :data:`FIELDS`; and ``market@LAB``, each lab's part of ``market``), in the view's order: its own blocks whose window has not opened
     (free or reserved: to allocate, reserve or give; held: to release), other labs' tradeable
     blocks not yet started, open offers addressed to it (those that can settle, to accept; any open
     offer it is party to, to reject), its open jobs (the pooled ones, to form a coalition), the
@@ -90,21 +90,37 @@ def legal_lists(view: Any) -> dict[str, list[str]]:
     own = [b for b in view.owned_blocks if b.start_round > now]
     offers = [o for o in view.active_offers if o.status == "open"]
     jobs = [j for j in view.private_jobs if j.status == "open"]
+    labs = [lab.lab_id for lab in view.visible_labs if lab.lab_id != me and not lab.finished]
+    market = [b for b in view.public_market.blocks if b.owner != me and b.tradeable and b.start_round > now]
     return {
         _OWN_FREE: [b.block_id for b in own if b.status in _TRADEABLE],
         _OWN_HELD: [b.block_id for b in own if b.status in _HELD],
-        _MARKET: [b.block_id for b in view.public_market.blocks
-                  if b.owner != me and b.tradeable and b.start_round > now],
+        _MARKET: [b.block_id for b in market],
         _INCOMING: [o.offer_id for o in offers if o.target == me],
         _ACCEPTABLE: [o.offer_id for o in offers if o.target == me and _can_settle(view, o)],
         _ANY_OFFER: [o.offer_id for o in offers],
         _JOBS: [j.job_id for j in jobs],
         _POOLED: [j.job_id for j in jobs if j.pooled],
-        _LABS: [lab.lab_id for lab in view.visible_labs if lab.lab_id != me and not lab.finished],
+        _LABS: labs,
         _COALITIONS: [c.coalition_id for c in view.active_coalitions
                       if c.status == "proposed" and me in c.members and me not in c.consented
                       and now < c.expires_round],
+        # each lab's part of the market: an offer asks only for its target's blocks
+        **{owned_by(lab): [b.block_id for b in market if b.owner == lab] for lab in labs},
     }
+
+
+def owned_by(lab: str) -> str:
+    """The :func:`legal_lists` key of ``lab``'s tradeable blocks (its part of ``market``)."""
+    return f"{_MARKET}@{lab}"
+
+
+def target_markets(lists: Mapping[str, Sequence[str]]) -> dict[str, list[str]]:
+    """Each target lab -> the market blocks an offer to it may ask for, from :func:`legal_lists`;
+    empty for lists without them (then an offer may ask any target for any market block)."""
+    if not all(owned_by(lab) in lists for lab in lists.get(_LABS, ())):
+        return {}
+    return {lab: list(lists[owned_by(lab)]) for lab in lists.get(_LABS, ())}
 
 
 def by_action(lists: Mapping[str, list[str]]) -> dict[str, dict[str, list[str]]]:
@@ -326,26 +342,50 @@ def _offer(members: Sequence[tuple[str, _Piece, bool]], lead: bool) -> _Piece:
     return _Piece(f"{head.lark} {either} {tail.lark}".strip(), _object(members, lead).max_bytes)
 
 
+# an offer asks only for blocks its target owns (the rules refuse another lab's: ``block_not_owned``,
+# 160 of the 180 refused turns of a trained `small` model on coalition_market, decision 0036)
+_ASKS_TARGET = frozenset({"send_offer"})
+
+
+def _target_variants(legal: dict[str, list[str]], targets: Mapping[str, Sequence[str]]) -> list[dict[str, list[str]]]:
+    """An offer's legal ids, one variant per target lab, each asking only for that lab's blocks (in
+    the order of the legal list); the ids unchanged when the targets' blocks are not known."""
+    labs = legal.get("target_lab_id") or []
+    if not targets or not labs or tuple(labs) == ANY_IDS:
+        return [legal]
+    asked = legal.get("requested_block_ids") or []
+    return [{**legal, "target_lab_id": [lab], "requested_block_ids": [b for b in asked if b in set(targets.get(lab, ()))]}
+            for lab in labs]
+
+
 @lru_cache(maxsize=8192)
 def _action_rule(action: str, ids: tuple[tuple[str, tuple[str, ...]], ...], shares_keys: tuple[str, ...],
-                 mode: str) -> tuple[str, int] | None:
-    """The grammar rule of one action given the legal ids of its fields, and the most bytes a
-    sentence of it has; None when a required id has no legal value. Cached: from one turn to the
-    next, and from one world of a task to another, most actions' ids are the same."""
+                 mode: str, targets: tuple[tuple[str, tuple[str, ...]], ...] = ()) -> tuple[str, int] | None:
+    """The grammar rule of one action given the legal ids of its fields (and, for an offer, each
+    target's blocks), and the most bytes a sentence of it has; None when a required id has no legal
+    value. Cached: from one turn to the next, and from one world of a task to another, most actions'
+    ids are the same."""
     params = _tool_parameters()[action]
-    legal = {k: list(v) for k, v in ids}
     required = set(params.get("required", ()))
-    members: list[tuple[str, _Piece, bool]] = []
-    for name, schema in params["properties"].items():
-        piece = _value(action, name, schema, legal, list(shares_keys))
-        if piece is None:
-            if name in required:
-                return None  # a required id with no legal value: the action is not offered
-            continue
-        members.append((name, piece, name in required))
-    helpers = [r for _, piece, _ in members for r in piece.rules]
     lead = mode != "tools"
-    body = _offer(members, lead) if action in _OFFERS else _object(members, lead)
+    bodies: list[_Piece] = []
+    helpers: dict[str, None] = {}
+    for legal in _target_variants({k: list(v) for k, v in ids}, dict(targets)):
+        members: list[tuple[str, _Piece, bool]] = []
+        for name, schema in params["properties"].items():
+            piece = _value(action, name, schema, legal, list(shares_keys))
+            if piece is None:
+                if name in required:
+                    break  # a required id with no legal value: this variant is not offered
+                continue
+            members.append((name, piece, name in required))
+        else:
+            helpers.update(dict.fromkeys(r for _, piece, _ in members for r in piece.rules))
+            bodies.append(_offer(members, lead) if action in _OFFERS else _object(members, lead))
+    if not bodies:
+        return None
+    body = bodies[0] if len(bodies) == 1 else _Piece("(" + " | ".join(f"({b.lark})" for b in bodies) + ")",
+                                                      max(b.max_bytes for b in bodies))
     if mode == "tools":
         head = f'<tool_call>\n{{"name": {json.dumps(action)}, "arguments": {{'
         tail = "}}\n</tool_call>"
@@ -357,11 +397,13 @@ def _action_rule(action: str, ids: tuple[tuple[str, tuple[str, ...]], ...], shar
 
 
 def action_grammar(legal: Mapping[str, Mapping[str, Sequence[str]]], mode: str = "tools",
-                   labs: Sequence[str] = ()) -> ActionGrammar:
+                   labs: Sequence[str] = (), targets: Mapping[str, Sequence[str]] | None = None) -> ActionGrammar:
     """The grammar of a reply in ``mode`` (``"tools"`` and ``"compact"``: the ``<tool_call>`` block
     of the Qwen2.5 template the checkpoints use; ``"json"``: one JSON object with ``action_type``)
     given the seat's :func:`legal_ids`. ``labs``: the keys a ``form_coalition``'s shares may name
-    (the seat and its partners); without them shares are keyed by the partners alone."""
+    (the seat and its partners); without them shares are keyed by the partners alone. ``targets``:
+    each lab -> its blocks an offer may ask for (:func:`target_markets`); without them an offer may
+    ask any target for any market block."""
     mode = reply_format(mode)  # the prompt modes' reply frames: an unknown mode is refused here
     partners = legal.get("form_coalition", {}).get("member_lab_ids", [])
     shares_keys = list(labs) or list(partners)
@@ -370,7 +412,8 @@ def action_grammar(legal: Mapping[str, Mapping[str, Sequence[str]]], mode: str =
     longest = 0
     for action in _tool_parameters():
         ids = legal.get(action, {})
-        rule = _action_rule(action, tuple((k, tuple(v)) for k, v in ids.items()), tuple(shares_keys), mode)
+        asks = tuple((lab, tuple(v)) for lab, v in (targets or {}).items()) if action in _ASKS_TARGET else ()
+        rule = _action_rule(action, tuple((k, tuple(v)) for k, v in ids.items()), tuple(shares_keys), mode, asks)
         if rule is not None:
             rules.update(dict.fromkeys(rule[0].split("\n")))
             actions.append(action)
@@ -394,7 +437,7 @@ def fits_ids(action: str, arguments: Mapping[str, Any], lists: Mapping[str, Sequ
     sentence of the turn's grammar, the seat's legal ids being ``lists`` (:func:`legal_lists`): the
     action is offered (each required id has a legal value), every id is legal, and a list holds
     distinct ids in the view's order (any order, at most as many as are legal, for
-    ``form_coalition``). A reply with ``shares`` is not judged here (False): its repeated keys do
+    ``form_coalition``), and an offer asks only for its target's blocks. A reply with ``shares`` is not judged here (False): its repeated keys do
     not survive JSON."""
     params = _tool_parameters().get(action)
     if params is None or "shares" in arguments:
@@ -417,7 +460,10 @@ def fits_ids(action: str, arguments: Mapping[str, Any], lists: Mapping[str, Sequ
             places = [at.get(v, -1) for v in value]
             if -1 in places or any(b <= a for a, b in itertools.pairwise(places)):
                 return False
-    return True
+    # an offer asks only for blocks its target owns
+    asks = target_markets(lists) if action in _ASKS_TARGET else {}
+    return not (asks and any(b not in asks.get(str(arguments.get("target_lab_id")), ())
+                             for b in arguments.get("requested_block_ids") or ()))
 
 
 _SEAT_GRAMMARS: OrderedDict[str, ActionGrammar] = OrderedDict()
@@ -438,11 +484,12 @@ def grammar_of(lists: Mapping[str, list[str]], seat: str, mode: str = "tools") -
     if hit is not None:
         _SEAT_GRAMMARS.move_to_end(key)
         return hit
-    _SEAT_GRAMMARS[key] = grammar = action_grammar(by_action(lists), mode, [seat, *lists[_LABS]])
+    _SEAT_GRAMMARS[key] = grammar = action_grammar(by_action(lists), mode, [seat, *lists[_LABS]],
+                                                   target_markets(lists))
     if len(_SEAT_GRAMMARS) > _SEAT_GRAMMARS_KEPT:
         _SEAT_GRAMMARS.popitem(last=False)
     return grammar
 
 
 __all__ = ["ANY_IDS", "FIELDS", "ActionGrammar", "action_grammar", "by_action", "fits_ids", "generic_grammar",
-           "grammar_of", "legal_ids", "legal_lists", "seat_grammar"]
+           "grammar_of", "legal_ids", "legal_lists", "owned_by", "seat_grammar", "target_markets"]
