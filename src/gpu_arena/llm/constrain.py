@@ -12,6 +12,7 @@ the replies the action parser reads as one of the actions the seat may take:
   without an incoming offer, no ``release_capacity`` without a held block);
 - in every id field only the ids the seat's own view offers for it (:func:`legal_ids`); a field with
   no legal id is left out; lists of 1 to as many ids as are legal;
+- an offer asks only for blocks the lab it is sent to owns (one alternative per target lab);
 - bounded prices, rounds and messages, so every sentence is finite: a reply has at most
   :attr:`ActionGrammar.max_bytes` bytes, and a decoder allowed that many tokens always finishes it.
 
