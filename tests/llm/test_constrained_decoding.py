@@ -124,11 +124,11 @@ def test_an_offer_asks_only_for_its_targets_blocks(tokenizer: Any) -> None:
         text = (f'<tool_call>\n{{"name": "send_offer", "arguments": {{"target_lab_id": "{target}", '
                 f'"requested_block_ids": {asked}, "payment": 2.5}}}}\n</tool_call>')
         ids = tokenizer.encode(text, add_special_tokens=False)
-        for given, want in ((paired, expected), (lists, True)):
-            m = llguidance.LLMatcher(grammar_tokenizer(tokenizer), grammar_of(given, "lab_0").lark, log_level=0)
+        for shown, want in ((paired, expected), (lists, True)):
+            m = llguidance.LLMatcher(grammar_tokenizer(tokenizer), grammar_of(shown, "lab_0").lark, log_level=0)
             accepted = m.try_consume_tokens(ids) == len(ids) and m.is_accepting()
-            assert accepted == want, (target, asked, given is paired)
-            assert reply_fits(tokenizer, [*ids, tokenizer.eos_token_id], given, "tools") == want, (target, asked)
+            assert accepted == want, (target, asked, shown is paired)
+            assert reply_fits(tokenizer, [*ids, tokenizer.eos_token_id], shown, "tools") == want, (target, asked)
 
 
 def test_actions_without_a_legal_required_id_are_not_offered() -> None:
