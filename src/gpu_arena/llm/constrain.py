@@ -81,11 +81,12 @@ CONDITIONS = ("must_allocate_to_job", "no_resale", "coalition_only")
 
 def legal_lists(view: Any) -> dict[str, list[str]]:
     """The seat's legal ids by the view's list they come from (``own_free``, ``market``, ...: the
-    values of :data:`FIELDS`; and ``market@LAB``, each lab's part of ``market``), in the view's order: its own blocks whose window has not opened
-    (free or reserved: to allocate, reserve or give; held: to release), other labs' tradeable
-    blocks not yet started, open offers addressed to it (those that can settle, to accept; any open
-    offer it is party to, to reject), its open jobs (the pooled ones, to form a coalition), the
-    other labs still playing, coalitions proposed to it that it has not yet committed to. Works on
+    values of :data:`FIELDS`; and ``market@LAB``, each lab's part of ``market``), in the view's
+    order: its own blocks whose window has not opened (free or reserved: to allocate, reserve or
+    give; held: to release), other labs' tradeable blocks not yet started, open offers addressed to
+    it (those that can settle, to accept; any open offer it is party to, to reject), its open jobs
+    (the pooled ones, to form a coalition), the other labs still playing, coalitions proposed to it
+    that it has not yet committed to. Works on
     a core ``SeatView`` and on the wire ``ArenaObservation`` alike (same field names)."""
     me, now = view.controlled_lab_id, view.round_index
     own = [b for b in view.owned_blocks if b.start_round > now]
@@ -355,7 +356,8 @@ def _target_variants(legal: dict[str, list[str]], targets: Mapping[str, Sequence
     if not targets or not labs or tuple(labs) == ANY_IDS:
         return [legal]
     asked = legal.get("requested_block_ids") or []
-    return [{**legal, "target_lab_id": [lab], "requested_block_ids": [b for b in asked if b in set(targets.get(lab, ()))]}
+    owned = {lab: set(targets.get(lab, ())) for lab in labs}
+    return [{**legal, "target_lab_id": [lab], "requested_block_ids": [b for b in asked if b in owned[lab]]}
             for lab in labs]
 
 
@@ -438,8 +440,8 @@ def fits_ids(action: str, arguments: Mapping[str, Any], lists: Mapping[str, Sequ
     sentence of the turn's grammar, the seat's legal ids being ``lists`` (:func:`legal_lists`): the
     action is offered (each required id has a legal value), every id is legal, and a list holds
     distinct ids in the view's order (any order, at most as many as are legal, for
-    ``form_coalition``), and an offer asks only for its target's blocks. A reply with ``shares`` is not judged here (False): its repeated keys do
-    not survive JSON."""
+    ``form_coalition``), and an offer asks only for its target's blocks. A reply with ``shares``
+    is not judged here (False): its repeated keys do not survive JSON."""
     params = _tool_parameters().get(action)
     if params is None or "shares" in arguments:
         return False
@@ -461,10 +463,10 @@ def fits_ids(action: str, arguments: Mapping[str, Any], lists: Mapping[str, Sequ
             places = [at.get(v, -1) for v in value]
             if -1 in places or any(b <= a for a, b in itertools.pairwise(places)):
                 return False
-    # an offer asks only for blocks its target owns
-    asks = target_markets(lists) if action in _ASKS_TARGET else {}
-    return not (asks and any(b not in asks.get(str(arguments.get("target_lab_id")), ())
-                             for b in arguments.get("requested_block_ids") or ()))
+    # an offer asks only for blocks its target owns (its target is legal by now; lists that do not
+    # say who owns what leave it open, as the grammar does)
+    owned = lists.get(owned_by(str(arguments.get("target_lab_id")))) if action in _ASKS_TARGET else None
+    return owned is None or all(b in owned for b in arguments.get("requested_block_ids") or ())
 
 
 _SEAT_GRAMMARS: OrderedDict[str, ActionGrammar] = OrderedDict()
