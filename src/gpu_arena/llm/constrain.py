@@ -86,8 +86,8 @@ def legal_lists(view: Any) -> dict[str, list[str]]:
     give; held: to release), other labs' tradeable blocks not yet started, open offers addressed to
     it (those that can settle, to accept; any open offer it is party to, to reject), its open jobs
     (the pooled ones, to form a coalition), the other labs still playing, coalitions proposed to it
-    that it has not yet committed to. Works on
-    a core ``SeatView`` and on the wire ``ArenaObservation`` alike (same field names)."""
+    that it has not yet committed to. Works on a core ``SeatView`` and on the wire
+    ``ArenaObservation`` alike (same field names)."""
     me, now = view.controlled_lab_id, view.round_index
     own = [b for b in view.owned_blocks if b.start_round > now]
     offers = [o for o in view.active_offers if o.status == "open"]
