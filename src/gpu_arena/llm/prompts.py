@@ -285,9 +285,6 @@ def render_turn(obs: Any, memory: RenderMemory | None = None) -> str:
     out += [_block_row(b, own=True) for b in live]
     if obs.best_plan:
         out.append("Best plan: " + "; ".join(f"{j} <- {', '.join(bs)}" for j, bs in sorted(obs.best_plan.items())))
-    due = due_blocks(obs)
-    if due:
-        out.append(f"Opening next round, idle unless allocated now: {', '.join(due)}")
     market = obs.public_market
     tradeable = [b for b in market.blocks if b.tradeable and b.owner != me]
     if tradeable:
@@ -351,6 +348,11 @@ def render_turn(obs: Any, memory: RenderMemory | None = None) -> str:
         if sender == me:
             continue  # the seat's own words are already in its own replies
         out.append(f"Message r{r} {sender}->{'you' if target == me else 'all'}: {text}")
+    # last, next to the answer: a 4-layer model trained on whole coalition_market chats ignored this
+    # line when the market, offers and coalitions stood between it and its reply (decision 0037)
+    due = due_blocks(obs)
+    if due:
+        out.append(f"Opening next round, idle unless allocated now: {', '.join(due)}")
     if getattr(obs, "done", False):
         out.append("The episode is over.")
     memory.turns += 1
