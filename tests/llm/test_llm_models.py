@@ -18,6 +18,7 @@ import pytest
 from gpu_arena import GpuArenaEnv
 from gpu_arena.evaluation.runner import play_episode
 from gpu_arena.llm import FormatError, OpenAICompatibleAgent, TransformersAgent
+from gpu_arena.llm.agents import trained_prompt_mode
 from gpu_arena.llm.testing import build_tiny_model, serve
 from gpu_arena.models import ArenaAction
 from gpu_arena.policies import make_policy
@@ -146,6 +147,25 @@ def test_concurrent_episodes_share_the_server(models: dict[str, str], server: st
         t.join(timeout=300)
     assert not errors, errors
     assert len(ledgers) == 4 and all(led.calls >= 3 and led.failures == 0 for led in ledgers)
+
+
+def test_a_trained_checkpoint_is_prompted_in_the_mode_it_learned(models: dict[str, str], tmp_path: Any) -> None:
+    """Without ``mode``, a checkpoint gpu_arena.training saved is prompted in its recorded mode
+    (a tools-trained model asked in json mode reads a prompt it never saw); others in json."""
+    import json
+    import shutil
+
+    trained = tmp_path / "trained"
+    shutil.copytree(models["tool"], trained)
+    (trained / "arena_training.json").write_text(json.dumps({"kind": "sft", "preset": {"prompt_mode": "tools"}}))
+    assert trained_prompt_mode(trained) == "tools"
+    assert make_policy(f"llm:hf:{trained}").mode == "tools"  # type: ignore[attr-defined]
+    assert make_policy(f"llm:hf:{trained}?mode=json").mode == "json"  # type: ignore[attr-defined]
+    assert trained_prompt_mode(models["tool"]) is None
+    assert TransformersAgent(models["tool"]).mode == "json"
+    for record in ('{"preset": {"prompt_mode": "yaml"}}', '{"preset": null}', "not json"):
+        (trained / "arena_training.json").write_text(record)
+        assert trained_prompt_mode(trained) is None
 
 
 def test_transformers_agent_on_a_local_checkpoint(models: dict[str, str]) -> None:

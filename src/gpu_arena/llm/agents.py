@@ -358,6 +358,22 @@ _MODELS: dict[tuple[str, str, str], tuple[Any, Any, threading.Lock]] = {}
 _MODELS_LOCK = threading.Lock()
 
 
+def trained_prompt_mode(model_path: str | os.PathLike[str]) -> Mode | None:
+    """The prompt mode a checkpoint was trained in, as its ``arena_training.json`` records it
+    (written beside every checkpoint ``gpu_arena.training`` saves); ``None`` for any other
+    checkpoint, or a record that names no known mode."""
+    import json
+    from pathlib import Path
+
+    from .prompts import MODES
+
+    try:
+        mode = json.loads((Path(model_path) / "arena_training.json").read_text())["preset"]["prompt_mode"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    return mode if mode in MODES else None
+
+
 def _load_local(path: str, device: str, dtype: str, trust_remote_code: bool) -> tuple[Any, Any, threading.Lock]:
     """Load (once per process) a causal LM and its tokenizer; a lock serialises generation on it."""
     key = (path, device, dtype)
@@ -382,21 +398,26 @@ class TransformersAgent(ChatAgent):
     loaded with ``AutoModelForCausalLM`` / ``AutoTokenizer`` and prompted through its chat template.
 
     ``temperature=0`` decodes greedily; above it samples (``top_p``), seeded per call from ``seed``
-    for reproducible episodes. ``mode="json"`` (the default: small checkpoints rarely have a
-    tool-calling template), ``"tools"`` (the tools go to ``apply_chat_template(tools=...)``; the
-    reply is read as text, so ``<tool_call>`` blocks and JSON both parse) or ``"compact"`` (the
-    compact prompt for pretrained tokenizers, :mod:`gpu_arena.llm.compact`; tool-call replies). The model is loaded once
-    per process and shared by every instance with the same path, device and dtype.
+    for reproducible episodes. ``mode``: ``"json"``, ``"tools"`` (the tools go to
+    ``apply_chat_template(tools=...)``; the reply is read as text, so ``<tool_call>`` blocks and
+    JSON both parse) or ``"compact"`` (the compact prompt for pretrained tokenizers,
+    :mod:`gpu_arena.llm.compact`; tool-call replies). Left out, it is the mode the checkpoint was
+    trained in when ``gpu_arena.training`` made it (:func:`trained_prompt_mode`), else ``"json"``
+    (small checkpoints rarely have a tool-calling template). The model is loaded once per process
+    and shared by every instance with the same path, device and dtype.
     ``constrained=True`` decodes under the seat's action grammar
     (:class:`gpu_arena.llm.matching.GrammarConstraint`): the model writes only actions its
     observation allows, each one complete (``llm:hf:DIR?constrained=1``; the token cap then rises
     to the grammar's longest reply).
     """
 
-    def __init__(self, model_path: str, *, mode: Mode = "json", device: str = "cpu", dtype: str = "auto",
+    def __init__(self, model_path: str, *, mode: Mode | None = None, device: str = "cpu", dtype: str = "auto",
                  max_new_tokens: int = 256, temperature: float = 0.0, top_p: float = 1.0, seed: int | None = None,
                  max_turns: int | None = None, system_prompt: str | None = None,
                  trust_remote_code: bool = False, constrained: bool = False) -> None:
+        # a checkpoint prompted in another mode than it learned reads a prompt it never saw: a model
+        # trained on tool calls, asked in json mode, wrote messages where it would have allocated
+        mode = mode or trained_prompt_mode(model_path) or "json"
         super().__init__(mode=mode, max_turns=max_turns, system_prompt=system_prompt, max_retries=0, seed=seed)
         self.constrained = constrained
         self._grammar: Any = None
@@ -477,4 +498,5 @@ def _parsed_tool_calls(tok: Any, new: Any, prompt: Any, tools: list[dict[str, An
                      for c in calls]
 
 
-__all__ = ["ChatAgent", "Completion", "LLMUnavailableError", "Ledger", "OpenAICompatibleAgent", "TransformersAgent"]
+__all__ = ["ChatAgent", "Completion", "LLMUnavailableError", "Ledger", "OpenAICompatibleAgent", "TransformersAgent",
+           "trained_prompt_mode"]
