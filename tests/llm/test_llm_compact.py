@@ -17,7 +17,7 @@ from gpu_arena.llm.agents import Completion
 from gpu_arena.llm.compact import prompt_tokens_per_turn
 from gpu_arena.llm.constrain import legal_ids, seat_grammar
 from gpu_arena.llm.parsing import FormatError, parse_action
-from gpu_arena.llm.prompts import prompt_tools, reply_format
+from gpu_arena.llm.prompts import due_blocks, prompt_tools, reply_format
 from gpu_arena.llm.tools import render_reply
 from gpu_arena.policies import make_policy
 from gpu_arena.rollouts.session import fast_call
@@ -65,6 +65,23 @@ def test_a_compact_prompt_is_the_system_prompt_and_the_current_turn(task: str) -
                 for i in ids:
                     if i != view.controlled_lab_id:
                         assert i in shown, (task, i, shown)
+
+
+@pytest.mark.parametrize("task", TASKS)
+def test_the_blocks_due_now_close_the_compact_turn(task: str) -> None:
+    """The blocks that idle unless allocated this turn are named on the turn's last line, next to the
+    reply (and only then): the aid the teacher's timing rests on."""
+    seen = 0
+    for seed in (1, 2, 3):
+        for view, _action, messages in _teacher_turns(task, seed):
+            due = due_blocks(view)
+            last = messages[-1]["content"].splitlines()[-1]
+            if due:
+                seen += 1
+                assert last == "Due now: " + ", ".join(due), (task, seed, last)
+            else:
+                assert "Due now:" not in messages[-1]["content"], (task, seed)
+    assert seen > 0, task
 
 
 @pytest.mark.parametrize("task", TASKS)

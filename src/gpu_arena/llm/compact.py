@@ -17,7 +17,9 @@ The ``compact`` mode keeps what a seat needs to decide and nothing else:
   and shows the news of the round once;
 - a **turn** is the view as short rows: blocks as ``id gpus x [start,end) w<worth>`` (worth already
   counts reliability and energy for the seat, so those are left out where the decision aids are
-  there), other labs' blocks by owner, offers as what the seat gets and gives.
+  there), other labs' blocks by owner, offers as what the seat gets and gives; the blocks that
+  idle unless allocated this turn (:func:`~gpu_arena.llm.prompts.due_blocks`) on the last line,
+  next to the reply.
 
 The reply is a tool call in the template's ``<tool_call>`` frame, as in ``tools`` mode: the same
 grammar, the same reader, the same SFT records (with no tool schemas in them).
@@ -34,7 +36,7 @@ from .prompts import RenderMemory, _energy, _fresh, _pct, due_blocks, offer_side
 from .tools import ACTION_FIELDS
 
 _RULES = """\
-You are an AI lab trading GPU blocks for your jobs: maximise value of jobs done - energy + money. A job needs GPU-h (gpus x rounds) by its deadline. Block: id gpus x start-end w=worth to you, due: opens next round, idles unless allocated now.
+You are an AI lab trading GPU blocks for your jobs: maximise value of jobs done - energy + money. A job needs GPU-h (gpus x rounds) by its deadline. Block: id gpus x start-end w=worth to you. Due now: idle unless allocated this turn.
 Reply with one tool call:"""
 
 # The arguments shown per action: the ones a decision is about (the grammar, or the parser, takes
@@ -91,10 +93,9 @@ def _window(b: Any) -> str:
     return f"{b.gpu_count}x{b.start_round}-{b.end_round}"
 
 
-def _block(b: Any, *, own: bool, aids: bool, due: bool = False) -> str:
+def _block(b: Any, *, own: bool, aids: bool) -> str:
     """A block as a short row: id, size and window, worth; reliability and energy only without aids
-    (the worth counts them); status and notes of the seat's own blocks, ``due`` where its plan runs
-    it and it opens next round (:func:`~gpu_arena.llm.prompts.due_blocks`)."""
+    (the worth counts them); status and notes of the seat's own blocks."""
     row = f"{b.block_id} {_window(b)}"
     if not aids:
         row += f" {_pct(b.reliability)} {_energy(b.energy_cost)}"
@@ -107,8 +108,6 @@ def _block(b: Any, *, own: bool, aids: bool, due: bool = False) -> str:
         notes.append(b.coalition_id)
     if b.no_resale or b.must_allocate:
         notes.append("no-resale")
-    if due:
-        notes.append("due")
     return row + (" " + " ".join(notes) if notes else "")
 
 
@@ -131,7 +130,10 @@ def _jobs(obs: Any) -> list[str]:
         line = f"{j.job_id}: {j.gpu_hours_required} GPU-h by {j.deadline_round}, value {_num(j.value)}"
         if j.min_reliability:
             line += f", rel>={_pct(j.min_reliability, up=True)}"
-        line += f", has {j.assigned_hours}" + ("" if j.status == "open" else f", {j.status}")
+        if j.assigned_hours:
+            line += f", has {j.assigned_hours}"
+        if j.status != "open":
+            line += f", {j.status}"
         if j.pooled:
             line += " pooled" + (f" {j.coalition_id} share {_num(j.share)}" if j.coalition_id else "")
         out.append(line)
@@ -180,8 +182,7 @@ def render_compact_turn(obs: Any, memory: RenderMemory | None = None) -> str:
     live = [b for b in obs.owned_blocks if b.status not in _GONE]
     aids = any(b.marginal_value is not None for b in [*live, *tradeable])
     out = _head(obs, memory) + _jobs(obs)
-    due = set(due_blocks(obs))
-    out.append("Yours: " + ("; ".join(_block(b, own=True, aids=aids, due=b.block_id in due) for b in live) or "none"))
+    out.append("Yours: " + ("; ".join(_block(b, own=True, aids=aids) for b in live) or "none"))
     labs = {x.lab_id: x for x in obs.visible_labs if x.lab_id != me}
     owners: dict[str, list[Any]] = {}
     for b in tradeable:
@@ -206,6 +207,11 @@ def render_compact_turn(obs: Any, memory: RenderMemory | None = None) -> str:
     out += [f"{sender} says: {text}" for _r, sender, _target, text in msgs if sender != me]
     if getattr(obs, "done", False):
         out.append("The episode is over.")
+    due = due_blocks(obs)
+    if due:
+        # last, next to the reply: a due note mid-prompt cost SmolLM2's SFT its timing (decision 0037),
+        # as the same aid several hundred tokens up did the small model's (decision 0037, run 19)
+        out.append("Due now: " + ", ".join(due))
     memory.turns += 1
     return "\n".join(out)
 
