@@ -209,8 +209,9 @@ def render_compact_turn(obs: Any, memory: RenderMemory | None = None) -> str:
         out.append("The episode is over.")
     due = due_blocks(obs)
     if due:
-        # last, next to the reply: a due note mid-prompt cost SmolLM2's SFT its timing (decision 0037),
-        # as the same aid several hundred tokens up did the small model's (decision 0037, run 19)
+        # last, next to the reply: with a due note on the block's row instead, mid-prompt, SmolLM2's
+        # SFT start lost twice as much to timing (decision 0038, S1 against S2), as the small model did
+        # with the same aid several hundred tokens up (decision 0037)
         out.append("Due now: " + ", ".join(due))
     memory.turns += 1
     return "\n".join(out)
