@@ -154,6 +154,21 @@ def due_blocks(obs: Any) -> list[str]:
             if b.status in ("free", "reserved") and b.start_round == r + 1 and b.block_id in planned]
 
 
+def blocks_to_allocate(obs: Any) -> list[str]:
+    """What an allocation this turn names, sorted: on a turn with :func:`due_blocks`, those and the
+    plan's blocks opening the round after, not yet allocated (the teacher allocates both at once,
+    leaving the next round free for trading); none on other turns. A named allocation of the
+    teacher's is then a copy of this list: where the list held only the due blocks, RL on its
+    improved moves taught a small model ids it could not read, and it wrote one pair of ids in any
+    world (decision 0039)."""
+    if not due_blocks(obs):
+        return []
+    planned = {b for ids in obs.best_plan.values() for b in ids}
+    r = obs.round_index
+    return sorted(b.block_id for b in obs.owned_blocks
+                  if b.status in ("free", "reserved") and r + 1 <= b.start_round <= r + 2 and b.block_id in planned)
+
+
 def _block_row(b: Any, *, own: bool) -> str:
     """One of the seat's blocks as a row: its facts, then status, notes and worth (for which job)."""
     row = _spec(b)
@@ -350,9 +365,9 @@ def render_turn(obs: Any, memory: RenderMemory | None = None) -> str:
         out.append(f"Message r{r} {sender}->{'you' if target == me else 'all'}: {text}")
     # last, next to the answer: a 4-layer model trained on whole coalition_market chats ignored this
     # line when the market, offers and coalitions stood between it and its reply (decision 0037)
-    due = due_blocks(obs)
-    if due:
-        out.append(f"Opening next round, idle unless allocated now: {', '.join(due)}")
+    allocate = blocks_to_allocate(obs)
+    if allocate:
+        out.append(f"Allocate now (opening within two rounds; next round's idle otherwise): {', '.join(allocate)}")
     if getattr(obs, "done", False):
         out.append("The episode is over.")
     memory.turns += 1
@@ -461,5 +476,5 @@ def estimate_request_tokens(messages: list[dict[str, Any]], tools: list[dict[str
     return n
 
 
-__all__ = ["MODES", "WINDOW", "Conversation", "Mode", "RenderMemory", "due_blocks", "estimate_request_tokens", "estimate_tokens",
+__all__ = ["MODES", "WINDOW", "Conversation", "Mode", "RenderMemory", "blocks_to_allocate", "due_blocks", "estimate_request_tokens", "estimate_tokens",
            "prompt_tools", "render_turn", "reply_format", "system_prompt"]

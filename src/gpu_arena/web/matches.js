@@ -12,6 +12,10 @@ let overview = null;
 let space = null; // /api/reference/actions
 let held = null; // {match, seat, token, state, timer}
 const run = sectionRunner("#match-status", setButtons, { exclusive: false });
+// The background poll must not toggle the buttons: a poll in flight that disabled "Send" for its few
+// milliseconds swallowed a click landing in that window (the move was never sent, the round never
+// resolved). Only the person's own actions (start, send) hold the buttons.
+const poll = sectionRunner("#match-status", () => {}, { exclusive: false });
 
 export function initMatches(ov, actionSpace) {
   overview = ov;
@@ -96,7 +100,7 @@ async function refresh() {
     // one polling chain per seat while the match runs (a failed poll is shown and retried)
     if (current === held && !(held.state && held.state.done)) {
       clearTimeout(held.timer);
-      held.timer = setTimeout(() => run(refresh), POLL_MS);
+      held.timer = setTimeout(() => poll(refresh), POLL_MS);
     }
   }
   if (current !== held) return; // another seat was opened meanwhile
