@@ -472,6 +472,13 @@ def test_two_browsers_hold_two_seats_of_one_match(page: Any, browser: Any, base_
             p.wait_for_selector("body[data-ready=true]")
             p.wait_for_function(f"document.querySelector('#match-you')?.textContent.includes('{seat}')")
             assert p.locator("#match-observation .card").count() > 0
+        # the page's background polls leave Send as it is: a poll that disabled it for its few
+        # milliseconds swallowed a click landing then (the move never sent; a CI run timed out on it)
+        page.evaluate("""() => { window.sendDuringPolls = []; const f = window.fetch;
+            window.fetch = (url, init) => { if (String(url).endsWith('/seats/lab_0') && !(init && init.method))
+              window.sendDuringPolls.push(document.querySelector('#match-submit').disabled); return f(url, init); }; }""")
+        page.wait_for_function("window.sendDuringPolls.length >= 2")
+        assert page.evaluate("window.sendDuringPolls") == [False] * len(page.evaluate("window.sendDuringPolls"))
         rounds = 0
         while True:
             state = httpx.get(f"{base_url}/api/matches/{match_id}").json()
