@@ -1,5 +1,6 @@
-"""The tools/JSON turn's allocation line (gpu_arena.llm.prompts.blocks_to_allocate): it is the last line
-exactly on the turns with blocks due, and the teacher's named allocations copy it (decision 0039)."""
+"""The tools/JSON turn's allocation line (gpu_arena.llm.prompts.blocks_to_allocate): it is the
+turn's last line whenever it names blocks (only on turns with blocks due), and the teacher's
+named allocations copy it (decision 0039)."""
 
 from __future__ import annotations
 
@@ -36,13 +37,13 @@ def _teacher_turns(task: str, seed: int) -> list[tuple[Any, Any, str]]:
 
 
 @pytest.mark.parametrize("task", TASKS)
-def test_the_allocation_line_closes_exactly_the_turns_with_blocks_due(task: str) -> None:
+def test_the_allocation_line_closes_the_turns_with_blocks_to_allocate(task: str) -> None:
     seen = 0
     for seed in range(4):
         for view, _action, text in _teacher_turns(task, seed):
             due, allocate = due_blocks(view), blocks_to_allocate(view)
-            assert set(due) <= set(allocate) and allocate == sorted(allocate)
-            if due:
+            assert allocate == sorted(allocate) and (due or not allocate)
+            if allocate:
                 seen += 1
                 assert text.splitlines()[-1] == LINE + ", ".join(allocate), (task, seed)
             else:
@@ -60,5 +61,4 @@ def test_the_teachers_named_allocations_copy_the_line() -> None:
                 if action.action_type == "allocate_to_job" and action.block_ids and not action.job_id:
                     named += 1
                     copied += list(action.block_ids) == blocks_to_allocate(view)
-    assert named >= 10
-    assert copied / named >= 0.9, (copied, named)
+    assert named >= 10 and copied == named, (copied, named)

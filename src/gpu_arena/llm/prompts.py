@@ -160,13 +160,17 @@ def blocks_to_allocate(obs: Any) -> list[str]:
     leaving the next round free for trading); none on other turns. A named allocation of the
     teacher's is then a copy of this list: where the list held only the due blocks, RL on its
     improved moves taught a small model ids it could not read, and it wrote one pair of ids in any
-    world (decision 0039)."""
+    world (decision 0039). Blocks the seat committed to a coalition still gathering consents are
+    left out, as the teacher leaves them: allocating one breaks the coalition."""
     if not due_blocks(obs):
         return []
+    me, r = obs.controlled_lab_id, obs.round_index
     planned = {b for ids in obs.best_plan.values() for b in ids}
-    r = obs.round_index
+    promised = {b for c in obs.active_coalitions if c.status == "proposed" and me in c.consented
+                for b in c.commitments.get(me, ())}
     return sorted(b.block_id for b in obs.owned_blocks
-                  if b.status in ("free", "reserved") and r + 1 <= b.start_round <= r + 2 and b.block_id in planned)
+                  if b.status in ("free", "reserved") and r + 1 <= b.start_round <= r + 2
+                  and b.block_id in planned and b.block_id not in promised)
 
 
 def _block_row(b: Any, *, own: bool) -> str:
