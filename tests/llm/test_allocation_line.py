@@ -4,43 +4,24 @@ named allocations copy it (decision 0039)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import pytest
 
-from gpu_arena.core.policy import seat_view
-from gpu_arena.env import GpuArenaEnv
-from gpu_arena.llm import Conversation
 from gpu_arena.llm.prompts import blocks_to_allocate, due_blocks
-from gpu_arena.llm.tools import render_reply
-from gpu_arena.policies import make_policy
 
 TASKS = ("single_trade", "market_round", "coalition_market")
+TeacherTurns = Callable[..., list[Any]]  # the fixture of conftest.py
 LINE = "Allocate now (opening within two rounds; next round's idle otherwise): "
 
 
-def _teacher_turns(task: str, seed: int) -> list[tuple[Any, Any, str]]:
-    """(view, rule_expert's action, the text of the turn it was shown) for every turn of lab_0, tools mode."""
-    env = GpuArenaEnv(task=task, split="train")
-    obs = env.reset(seed=seed)
-    assert env.episode is not None
-    teacher = make_policy("rule_expert", seed=seed)
-    conv = Conversation("tools")
-    out = []
-    while not obs.done:
-        conv.observe(obs)
-        action = teacher.act(seat_view(teacher, env.episode, "lab_0"))
-        out.append((env.episode.observe("lab_0"), action, str(conv.messages()[-1]["content"])))
-        conv.reply(*render_reply(action, "tools", f"call_{conv.turns}"))
-        obs = env.step(action)
-    return out
-
-
 @pytest.mark.parametrize("task", TASKS)
-def test_the_allocation_line_closes_the_turns_with_blocks_to_allocate(task: str) -> None:
+def test_the_allocation_line_closes_the_turns_with_blocks_to_allocate(task: str, teacher_turns: TeacherTurns) -> None:
     seen = 0
     for seed in range(4):
-        for view, _action, text in _teacher_turns(task, seed):
+        for view, _action, messages in teacher_turns(task, seed, "tools"):
+            text = str(messages[-1]["content"])
             due, allocate = due_blocks(view), blocks_to_allocate(view)
             assert allocate == sorted(allocate) and (due or not allocate)
             if allocate:
@@ -51,13 +32,13 @@ def test_the_allocation_line_closes_the_turns_with_blocks_to_allocate(task: str)
     assert seen > 0, task
 
 
-def test_the_teachers_named_allocations_copy_the_line() -> None:
+def test_the_teachers_named_allocations_copy_the_line(teacher_turns: TeacherTurns) -> None:
     """Where rule_expert names blocks (no job: its plan is the server's), it names the line's blocks:
     a model learning from its moves, or from lookahead moves it proposes, copies the ids it is shown."""
     named = copied = 0
     for task in TASKS:
         for seed in range(6):
-            for view, action, _text in _teacher_turns(task, seed):
+            for view, action, _messages in teacher_turns(task, seed, "tools"):
                 if action.action_type == "allocate_to_job" and action.block_ids and not action.job_id:
                     named += 1
                     copied += list(action.block_ids) == blocks_to_allocate(view)

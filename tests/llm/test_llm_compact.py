@@ -5,42 +5,25 @@ from __future__ import annotations
 
 import importlib.util
 import statistics
+from collections.abc import Callable
 from typing import Any
 
 import pytest
 
-from gpu_arena.core.policy import seat_view
 from gpu_arena.core.types import ACTION_TYPES
 from gpu_arena.env import GpuArenaEnv
-from gpu_arena.llm import ChatAgent, Conversation, system_prompt
+from gpu_arena.llm import ChatAgent, system_prompt
 from gpu_arena.llm.agents import Completion
 from gpu_arena.llm.compact import prompt_tokens_per_turn
 from gpu_arena.llm.constrain import legal_ids, seat_grammar
 from gpu_arena.llm.parsing import FormatError, parse_action
 from gpu_arena.llm.prompts import due_blocks, prompt_tools, reply_format
 from gpu_arena.llm.tools import render_reply
-from gpu_arena.policies import make_policy
 from gpu_arena.rollouts.session import fast_call
 
+TeacherTurns = Callable[..., list[Any]]  # the fixture of conftest.py
 TASKS = ("single_trade", "market_round", "coalition_market")
 BUDGET = 600
-
-
-def _teacher_turns(task: str, seed: int, split: str = "train") -> list[tuple[Any, Any, list[dict[str, Any]]]]:
-    """(view, teacher action, the compact prompt of the turn) for every turn of rule_expert in lab_0."""
-    env = GpuArenaEnv(task=task, split=split)
-    obs = env.reset(seed=seed)
-    assert env.episode is not None
-    teacher = make_policy("rule_expert", seed=seed)
-    conv = Conversation("compact")
-    out = []
-    while not obs.done:
-        conv.observe(obs)
-        action = teacher.act(seat_view(teacher, env.episode, "lab_0"))
-        out.append((env.episode.observe("lab_0"), action, conv.messages()))
-        conv.reply(*render_reply(action, "compact", f"call_{conv.turns}"))
-        obs = env.step(action)
-    return out
 
 
 def test_the_compact_system_prompt_names_every_action_in_one_line_each() -> None:
@@ -53,10 +36,10 @@ def test_the_compact_system_prompt_names_every_action_in_one_line_each() -> None
 
 
 @pytest.mark.parametrize("task", TASKS)
-def test_a_compact_prompt_is_the_system_prompt_and_the_current_turn(task: str) -> None:
+def test_a_compact_prompt_is_the_system_prompt_and_the_current_turn(task: str, teacher_turns: TeacherTurns) -> None:
     """Every id the seat's grammar may write is in the turn the model is shown (it can only choose
     what it sees), and the prompt is two messages whatever the turn."""
-    for view, _action, messages in _teacher_turns(task, 2):
+    for view, _action, messages in teacher_turns(task, 2):
         assert [m["role"] for m in messages] == ["system", "user"]
         assert messages[0]["content"] == system_prompt("compact")
         shown = messages[1]["content"]
@@ -68,12 +51,12 @@ def test_a_compact_prompt_is_the_system_prompt_and_the_current_turn(task: str) -
 
 
 @pytest.mark.parametrize("task", TASKS)
-def test_the_blocks_due_now_close_the_compact_turn(task: str) -> None:
+def test_the_blocks_due_now_close_the_compact_turn(task: str, teacher_turns: TeacherTurns) -> None:
     """The blocks that idle unless allocated this turn are named on the turn's last line, next to the
     reply (and only then): the aid the teacher's timing rests on."""
     seen = 0
     for seed in (1, 2, 3):
-        for view, _action, messages in _teacher_turns(task, seed):
+        for view, _action, messages in teacher_turns(task, seed):
             due = due_blocks(view)
             last = messages[-1]["content"].splitlines()[-1]
             if due:
@@ -85,11 +68,11 @@ def test_the_blocks_due_now_close_the_compact_turn(task: str) -> None:
 
 
 @pytest.mark.parametrize("task", TASKS)
-def test_teacher_moves_written_in_compact_mode_are_read_back_and_fit_the_grammar(task: str) -> None:
+def test_teacher_moves_written_in_compact_mode_are_read_back_and_fit_the_grammar(task: str, teacher_turns: TeacherTurns) -> None:
     """The reply frame of compact mode is the tool call of tools mode: the grammar, the direct
     reader and the parser take it as they take a tools-mode reply."""
     for seed in (0, 1):
-        for view, action, _messages in _teacher_turns(task, seed):
+        for view, action, _messages in teacher_turns(task, seed):
             _content, calls = render_reply(action, "compact", "call_0")
             assert calls is not None
             fn = calls[0]["function"]
