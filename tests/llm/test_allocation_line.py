@@ -4,20 +4,17 @@ named allocations copy it (decision 0039)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any
-
 import pytest
 
 from gpu_arena.llm.prompts import blocks_to_allocate, due_blocks
+from llm_helpers import teacher_turns
 
 TASKS = ("single_trade", "market_round", "coalition_market")
-TeacherTurns = Callable[..., list[Any]]  # the fixture of conftest.py
 LINE = "Allocate now (opening within two rounds; next round's idle otherwise): "
 
 
 @pytest.mark.parametrize("task", TASKS)
-def test_the_allocation_line_closes_the_turns_with_blocks_to_allocate(task: str, teacher_turns: TeacherTurns) -> None:
+def test_the_allocation_line_closes_the_turns_with_blocks_to_allocate(task: str) -> None:
     seen = 0
     for seed in range(4):
         for view, _action, messages in teacher_turns(task, seed, "tools"):
@@ -28,11 +25,11 @@ def test_the_allocation_line_closes_the_turns_with_blocks_to_allocate(task: str,
                 seen += 1
                 assert text.splitlines()[-1] == LINE + ", ".join(allocate), (task, seed)
             else:
-                assert not allocate and LINE not in text, (task, seed)
+                assert LINE not in text, (task, seed)
     assert seen > 0, task
 
 
-def test_the_teachers_named_allocations_copy_the_line(teacher_turns: TeacherTurns) -> None:
+def test_the_teachers_named_allocations_copy_the_line() -> None:
     """Where rule_expert names blocks (no job: its plan is the server's), it names the line's blocks:
     a model learning from its moves, or from lookahead moves it proposes, copies the ids it is shown."""
     named = copied = 0

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import importlib.util
 import statistics
-from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -20,8 +19,8 @@ from gpu_arena.llm.parsing import FormatError, parse_action
 from gpu_arena.llm.prompts import due_blocks, prompt_tools, reply_format
 from gpu_arena.llm.tools import render_reply
 from gpu_arena.rollouts.session import fast_call
+from llm_helpers import teacher_turns
 
-TeacherTurns = Callable[..., list[Any]]  # the fixture of conftest.py
 TASKS = ("single_trade", "market_round", "coalition_market")
 BUDGET = 600
 
@@ -36,7 +35,7 @@ def test_the_compact_system_prompt_names_every_action_in_one_line_each() -> None
 
 
 @pytest.mark.parametrize("task", TASKS)
-def test_a_compact_prompt_is_the_system_prompt_and_the_current_turn(task: str, teacher_turns: TeacherTurns) -> None:
+def test_a_compact_prompt_is_the_system_prompt_and_the_current_turn(task: str) -> None:
     """Every id the seat's grammar may write is in the turn the model is shown (it can only choose
     what it sees), and the prompt is two messages whatever the turn."""
     for view, _action, messages in teacher_turns(task, 2):
@@ -51,7 +50,7 @@ def test_a_compact_prompt_is_the_system_prompt_and_the_current_turn(task: str, t
 
 
 @pytest.mark.parametrize("task", TASKS)
-def test_the_blocks_due_now_close_the_compact_turn(task: str, teacher_turns: TeacherTurns) -> None:
+def test_the_blocks_due_now_close_the_compact_turn(task: str) -> None:
     """The blocks that idle unless allocated this turn are named on the turn's last line, next to the
     reply (and only then): the aid the teacher's timing rests on."""
     seen = 0
@@ -68,7 +67,7 @@ def test_the_blocks_due_now_close_the_compact_turn(task: str, teacher_turns: Tea
 
 
 @pytest.mark.parametrize("task", TASKS)
-def test_teacher_moves_written_in_compact_mode_are_read_back_and_fit_the_grammar(task: str, teacher_turns: TeacherTurns) -> None:
+def test_teacher_moves_written_in_compact_mode_are_read_back_and_fit_the_grammar(task: str) -> None:
     """The reply frame of compact mode is the tool call of tools mode: the grammar, the direct
     reader and the parser take it as they take a tools-mode reply."""
     for seed in (0, 1):

@@ -29,6 +29,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from ..policies.expert import promised_blocks
 from .tools import json_mode_instruction
 
 Mode = Literal["tools", "json", "compact"]
@@ -161,13 +162,12 @@ def blocks_to_allocate(obs: Any) -> list[str]:
     teacher's is then a copy of this list: where the list held only the due blocks, RL on its
     improved moves taught a small model ids it could not read, and it wrote one pair of ids in any
     world (decision 0039). Blocks the seat committed to a coalition still gathering consents are
-    left out, as the teacher leaves them: allocating one breaks the coalition."""
+    left out (:func:`~gpu_arena.policies.expert.promised_blocks`), as the teacher leaves them."""
     if not due_blocks(obs):
         return []
-    me, r = obs.controlled_lab_id, obs.round_index
+    r = obs.round_index
     planned = {b for ids in obs.best_plan.values() for b in ids}
-    promised = {b for c in obs.active_coalitions if c.status == "proposed" and me in c.consented
-                for b in c.commitments.get(me, ())}
+    promised = promised_blocks(obs)
     return sorted(b.block_id for b in obs.owned_blocks
                   if b.status in ("free", "reserved") and r + 1 <= b.start_round <= r + 2
                   and b.block_id in planned and b.block_id not in promised)

@@ -50,6 +50,14 @@ from .planning import OwnPlanner, fits
 from .pooling import CoalitionPooling
 
 
+def promised_blocks(obs: Any) -> set[str]:
+    """The seat's blocks committed to a coalition still gathering consents that it has consented
+    to: they stay free for the coalition, and allocating one would break it."""
+    me = obs.controlled_lab_id
+    return {b for c in obs.active_coalitions if c.status == CoalitionStatus.PROPOSED and me in c.consented
+            for b in c.commitments.get(me, ())}
+
+
 class RuleExpertPolicy(CoalitionPooling):
     """A strong hand-written negotiator (see the module docstring for what it does and why).
 
@@ -124,10 +132,7 @@ class RuleExpertPolicy(CoalitionPooling):
         own block it completes opens unallocated).
         """
         me, r = obs.controlled_lab_id, obs.round_index
-        # blocks it committed to a coalition still gathering consents stay free for it: allocating
-        # them would break the coalition
-        promised = {b for c in obs.active_coalitions if c.status == CoalitionStatus.PROPOSED and me in c.consented
-                    for b in c.commitments.get(me, [])}
+        promised = promised_blocks(obs)
         free = {b.block_id: b for b in obs.owned_blocks
                 if b.status in PLANNABLE and b.start_round > r and b.block_id not in promised}
         if not any(b.start_round <= r + 1 for b in free.values()):

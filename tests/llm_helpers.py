@@ -1,11 +1,8 @@
-"""Fixtures shared by the prompt tests."""
+"""Helpers for the prompt tests: rule_expert's turns with the chat each is prompted with."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
-
-import pytest
 
 from gpu_arena.core.policy import seat_view
 from gpu_arena.env import GpuArenaEnv
@@ -14,8 +11,9 @@ from gpu_arena.llm.tools import render_reply
 from gpu_arena.policies import make_policy
 
 
-def _teacher_turns(task: str, seed: int, mode: str = "compact", split: str = "train") -> list[tuple[Any, Any, list[dict[str, Any]]]]:
-    """(view, teacher action, the chat the turn is prompted with) for every turn of rule_expert in lab_0."""
+def teacher_turns(task: str, seed: int, mode: str = "compact", split: str = "train"
+                  ) -> list[tuple[Any, Any, list[dict[str, Any]]]]:
+    """(view, teacher action, the chat a model in ``mode`` is shown) for every turn of rule_expert in lab_0."""
     env = GpuArenaEnv(task=task, split=split)
     obs = env.reset(seed=seed)
     assert env.episode is not None
@@ -29,10 +27,3 @@ def _teacher_turns(task: str, seed: int, mode: str = "compact", split: str = "tr
         conv.reply(*render_reply(action, mode, f"call_{conv.turns}"))
         obs = env.step(action)
     return out
-
-
-@pytest.fixture
-def teacher_turns() -> Callable[..., list[tuple[Any, Any, list[dict[str, Any]]]]]:
-    """``teacher_turns(task, seed, mode="compact", split="train")``: rule_expert's turns in lab_0, each
-    with the chat a model in that prompt mode is shown."""
-    return _teacher_turns
