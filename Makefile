@@ -77,6 +77,7 @@ bench: install
 	$(PY) bench/bench_llm.py
 	$(PY) bench/bench_prompt_tokens.py
 	$(PY) bench/bench_rollouts.py --quick
+	$(PY) bench/bench_prefill.py --quick
 	$(PY) bench/bench_train.py
 
 lint: install

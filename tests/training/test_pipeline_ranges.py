@@ -79,9 +79,10 @@ def test_command_line_round_trips_the_new_options(tmp_path: Path, monkeypatch: p
     import gpu_arena.training.pipeline as pipeline
 
     run = PipelineRun(output=str(tmp_path / "out"), preset="tiny", tasks=THREE, curriculum="ordered",
-                      eval_range="test", reopen=True, eval_tasks=("coalition_market",))
+                      eval_range="test", reopen=True, eval_tasks=("coalition_market",), teacher="rule_expert_short")
     cmd = run.command_line()
     assert "--tasks single_trade,market_round,coalition_market" in cmd and "--curriculum ordered" in cmd
+    assert "--teacher rule_expert_short" in cmd
     assert "--eval-range test" in cmd and cmd.endswith("--reopen")
     seen: list[PipelineRun] = []
 
@@ -105,6 +106,7 @@ def test_command_line_round_trips_the_new_options(tmp_path: Path, monkeypatch: p
 @pytest.mark.parametrize(("changes", "says"), [
     ({"curriculum": "ordered", "rl_method": "grpo"}, "needs --rl rft"),
     ({"curriculum": "sideways"}, "unknown curriculum"),
+    ({"teacher": "rule_expart"}, "--teacher: unknown scripted policy"),
     ({"eval_range": "future"}, "unknown --eval-range"),
     ({"eval_seeds": RANGE_SIZE + 1}, "the ranges do not overlap"),
     ({"tasks": ("single_trade", "single_trade")}, "names a task twice"),

@@ -116,3 +116,35 @@ def test_no_forward_pass_of_a_played_episode_computes_every_positions_logits(tin
     store = sampler.backend.prefixes
     assert store is not None and store.hits > 0  # later turns were prefilled from kept caches
     assert widths and set(widths) == {1}
+
+
+def test_a_prefill_in_chunks_plays_the_episodes_of_one_piece_within_its_budget(tiny_sft: Path) -> None:
+    """A lookahead's forks of long coalition_market prompts prefilled in one forward took gigabytes
+    (rows x new ids x width of attention mask, decision 0040): a bounded prefill runs in chunks."""
+    from gpu_arena.rollouts.backends import PREFILL_BUDGET, prefill_chunk
+
+    model, tok = load_pretrained(tiny_sft)
+    worlds = [World("coalition_market", "train", s) for s in (3, 4)]
+    budget = 50_000  # a few dozen ids a forward for two rows of some thousand ids
+    shapes: list[tuple[int, int, int]] = []
+
+    def record(_m: object, _args: object, kwargs: dict[str, object]) -> None:
+        ids, mask = kwargs.get("input_ids"), kwargs.get("attention_mask")
+        if ids is not None and mask is not None and ids.shape[1] > 1:  # type: ignore[attr-defined]
+            shapes.append((int(ids.shape[0]), int(ids.shape[1]), int(mask.shape[1])))  # type: ignore[attr-defined]
+
+    played = {}
+    for limit in (PREFILL_BUDGET, budget):
+        sampler = BatchedSampler(model, tok, temperature=0.0, max_new_tokens=40, constrained=True)
+        sampler.backend = sampler.engine.backend = TransformersBackend(model, tok, prefill_budget=limit)
+        hook = model.register_forward_pre_hook(record, with_kwargs=True) if limit == budget else None
+        try:
+            rollouts, _ = sampler.play(worlds)
+        finally:
+            if hook is not None:
+                hook.remove()
+        played[limit] = [r.actions for r in rollouts]
+    assert played[budget] == played[PREFILL_BUDGET]
+    assert shapes and all(rows * new * width <= budget for rows, new, width in shapes)
+    assert sum(rows * new for rows, new, _ in shapes) > 4 * max(rows * new for rows, new, _ in shapes)  # chunks
+    assert prefill_chunk(96, 4045) == (1 << 27) // (96 * 4045) and prefill_chunk(10**6, 10**6) == 1

@@ -266,6 +266,9 @@ def train_pipeline(
     to_stage: str = typer.Option("eval", help="last stage to run"),
     rl_method: str | None = typer.Option(None, "--rl", help="rft (expert iteration, default) | grpo"),
     model: str | None = typer.Option(None, help="start SFT from this checkpoint (default: the preset's model)"),
+    teacher: str | None = typer.Option(None, help="scripted policy the model learns from: SFT data, RFT's replayed "
+                                                  "episodes and lookahead proposals (default: the preset's, "
+                                                  "rule_expert; rule_expert_short never names blocks)"),
     max_steps: int | None = typer.Option(None, "--max-steps", min=1, help="SFT optimiser steps"),
     rl_steps: int | None = typer.Option(None, "--rl-steps", min=1, help="RL iterations (rft) or steps (grpo)"),
     rl_worlds: int | None = typer.Option(None, "--rl-worlds", min=0, help="RFT: fresh worlds per iteration (0: the "
@@ -303,7 +306,7 @@ def train_pipeline(
 
     run = PipelineRun(output=output, preset=preset, tasks=task_list(tasks, "--tasks"), curriculum=curriculum,
                       eval_range=eval_range, reopen=reopen, from_stage=from_stage, to_stage=to_stage,
-                      rl_method=rl_method, model=model, data_seeds=data_seeds, sft_steps=max_steps,
+                      rl_method=rl_method, model=model, teacher=teacher, data_seeds=data_seeds, sft_steps=max_steps,
                       rl_iterations=rl_steps, rl_worlds=rl_worlds, constrained=constrained, eval_seeds=eval_seeds,
                       eval_tasks=tuple(split_list(eval_tasks)) if eval_tasks else None, workers=workers,
                       backend=backend, seed=seed, db=db,

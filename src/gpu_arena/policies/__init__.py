@@ -23,6 +23,7 @@ from ..core.types import World
 from ..core.worldgen import world_seed
 from .archetypes import ARCHETYPES
 from .baselines import AlwaysAcceptPolicy, GreedyHoarderPolicy, OraclePolicy, RuleExpertPolicy
+from .expert import ShortFormExpertPolicy
 
 _REGISTRY: dict[str, Callable[..., Policy]] = {
     "wait": WaitPolicy,
@@ -31,6 +32,7 @@ _REGISTRY: dict[str, Callable[..., Policy]] = {
     "greedy_hoarder": GreedyHoarderPolicy,
     "always_accept": AlwaysAcceptPolicy,
     "rule_expert": RuleExpertPolicy,
+    "rule_expert_short": ShortFormExpertPolicy,
     "oracle": OraclePolicy,
     **ARCHETYPES,
 }

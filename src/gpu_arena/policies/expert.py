@@ -467,3 +467,25 @@ class RuleExpertPolicy(CoalitionPooling):
             return None
         return Action("send_offer", target_lab_id=buyer, block_ids=(block.block_id,), requested_payment=price,
                       expires_in=1)
+
+
+class ShortFormExpertPolicy(RuleExpertPolicy):
+    """``rule_expert_short``: ``rule_expert`` whose allocations never name blocks without a job.
+
+    Where ``rule_expert`` allocates part of the server's best plan by naming its blocks
+    (``allocate_to_job(block_ids=[...])``: the blocks opening within two rounds), this one writes
+    the short form ``allocate_to_job()``, which allocates the whole best plan at once; an
+    allocation to a named job (a plan that counts blocks not yet received) is kept as it is. Its
+    moves are a teacher's a model can copy without copying ids: a small model trained on
+    ``rule_expert`` names the wrong blocks on many of its ``coalition_market`` allocations
+    (decision 0039). The price is the blocks committed early, which can no longer be traded
+    (validation seeds 0-99: 0 on ``single_trade``, -0.0012 on ``market_round``, -0.0042 on
+    ``coalition_market``; ``gpu-arena eval forms``)."""
+
+    name = "rule_expert_short"
+
+    def allocate_due(self, obs: Any) -> Action | None:
+        action = super().allocate_due(obs)
+        if action is not None and action.block_ids and not action.job_id:
+            return Action("allocate_to_job")
+        return action

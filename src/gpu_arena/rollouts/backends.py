@@ -53,6 +53,18 @@ class Backend(Protocol):
         """One reply per prompt, in order."""
 
 
+# attention-mask entries (rows x new ids x width) one prefill forward may hold: 2^27 float32 entries is
+# 512 MiB. Measured on a lookahead over 48 coalition_market worlds from run 22's SFT model (96 rows,
+# width 4,045, one forward): the model process's peak reached 7.8 GB, 5.2 GB of it that forward
+PREFILL_BUDGET = 1 << 27
+
+
+def prefill_chunk(rows: int, width: int, budget: int = PREFILL_BUDGET) -> int:
+    """How many ids of each row one prefill forward takes, so that ``rows x ids x width`` stays
+    within ``budget`` (at least one id, whatever the batch)."""
+    return max(1, budget // max(1, rows * width))
+
+
 class TransformersBackend:
     """``model.generate`` (see the module). ``group_size`` prompts per call, sorted by length: on
     the CPU a small model's decoding steps cost more than the padded prefill, so the default takes
@@ -63,16 +75,22 @@ class TransformersBackend:
     computed are kept (:class:`~gpu_arena.rollouts.kvcache.PrefixStore`), so a prompt that
     extends one (an episode's next turn, a fork of its turns, a task's shared system prompt) is
     prefilled from where they part. They hold for the weights that computed them:
-    :meth:`clear_cache` when those change (the rollout engine does at the start of every run)."""
+    :meth:`clear_cache` when those change (the rollout engine does at the start of every run).
+
+    ``prefill_budget``: the attention-mask entries (rows x new ids x width) one prefill forward
+    may hold; a longer prefill runs in column chunks, so the memory a call takes is bounded by the
+    batch's KV cache, not by the square of its prompts' length (:func:`prefill_chunk`)."""
 
     name = "transformers"
     constrained = True
     returns_ids = True  # replies are token ids: the engine can check a greedy one against its grammar
 
-    def __init__(self, model: Any, tokenizer: Any, *, group_size: int = 256, prefix_cache_bytes: int = 1 << 30) -> None:
+    def __init__(self, model: Any, tokenizer: Any, *, group_size: int = 256, prefix_cache_bytes: int = 1 << 30,
+                 prefill_budget: int = PREFILL_BUDGET) -> None:
         from .kvcache import PrefixStore
 
         self.model = model
+        self.prefill_budget = prefill_budget
         self.tokenizer = tokenizer
         self.group_size = group_size
         self.stats = GenerationStats()
@@ -91,6 +109,8 @@ class TransformersBackend:
             rows = order[lo:lo + self.group_size]
             group = [prompts[i] for i in rows]
             ids, mask, cache, layout = self._prepare(group)
+            if cache is None:  # prefilled here, in bounded chunks, rather than in one piece by ``generate``
+                cache = self._prefill(ids, mask)
             replies, raw = self._group(ids, mask, temperature, top_p, max_new_tokens, seed * 1009 + g,
                                        [grammars[i] for i in rows] if grammars else None, cache)
             self._remember(group, layout, cache, raw)
@@ -186,24 +206,34 @@ class TransformersBackend:
 
     def _prefill(self, ids: Any, mask: Any, cache: Any = None, start: int = 0) -> Any:
         """The KV cache of every prompt but its last token (``generate`` feeds that one), at the
-        positions ``generate`` gives left-padded rows; ``cache`` already holds columns ``:start``."""
+        positions ``generate`` gives left-padded rows; ``cache`` already holds columns ``:start``.
+
+        In column chunks of at most :func:`prefill_chunk` ids: a forward's attention mask (and its
+        scores) is rows x new ids x width, which for a lookahead's 96 forks of 4,000-id
+        ``coalition_market`` prompts is gigabytes in one piece (decision 0040)."""
         import torch
 
         t0 = time.perf_counter()
         was_training = self.model.training
         self.model.eval()
+        rows, width = int(ids.shape[0]), int(ids.shape[1])
+        step = prefill_chunk(rows, width, self.prefill_budget)
         try:
             with torch.inference_mode():
                 positions = (mask.cumsum(-1) - 1).clamp(min=0)
-                out = self.model(input_ids=ids[:, start:-1], attention_mask=mask[:, :-1],
-                                 position_ids=positions[:, start:-1], use_cache=True, **{self._cache_name: cache},
-                                 **self._no_logits)
+                for lo in range(start, width - 1, step):
+                    hi = min(width - 1, lo + step)
+                    out = self.model(input_ids=ids[:, lo:hi], attention_mask=mask[:, :hi],
+                                     position_ids=positions[:, lo:hi], use_cache=True, **{self._cache_name: cache},
+                                     **self._no_logits)
+                    cache = out.cache if getattr(out, "cache", None) is not None else out.past_key_values
+                    del out  # its logits: the next chunk's peak should not hold them
         finally:
             if was_training:
                 self.model.train()
         self.stats.seconds += time.perf_counter() - t0
         self.stats.prompt_tokens += int(mask[:, start:].sum())
-        return out.cache if getattr(out, "cache", None) is not None else out.past_key_values
+        return cache
 
     @functools.cached_property
     def _forward_params(self) -> frozenset[str]:

@@ -38,6 +38,7 @@ from typing import Any
 
 from ..core.types import TASKS
 from ..evaluation.ranges import DEFAULT_RANGE, RANGES, all_bounds, get_range
+from ..policies import policy_names
 from .accel import Accel
 from .common import logged_run
 from .curriculum import CURRICULA
@@ -74,6 +75,9 @@ class PipelineRun:
     to_stage: str = "eval"
     rl_method: str | None = None
     model: str | None = None  # start SFT from this checkpoint instead of the preset's
+    # the scripted policy the model learns from (None: the preset's): the SFT data's episodes, RFT's
+    # replayed teacher episodes, and its lookahead proposals where the preset proposes its teacher's moves
+    teacher: str | None = None
     data_seeds: int | None = None
     sft_steps: int | None = None
     rl_iterations: int | None = None
@@ -103,7 +107,8 @@ class PipelineRun:
         """The ``gpu-arena train pipeline`` command that repeats this run (options left at their
         defaults are not written)."""
         words = ["gpu-arena", "train", "pipeline", "--preset", self.preset, "--output", self.output]
-        flags = {"curriculum": "--curriculum", "eval_range": "--eval-range", "rl_method": "--rl", "model": "--model", "sft_steps": "--max-steps",
+        flags = {"curriculum": "--curriculum", "eval_range": "--eval-range", "rl_method": "--rl", "model": "--model",
+                 "teacher": "--teacher", "sft_steps": "--max-steps",
                  "rl_iterations": "--rl-steps", "rl_worlds": "--rl-worlds", "data_seeds": "--data-seeds", "eval_seeds": "--eval-seeds",
                  "workers": "--workers", "backend": "--backend", "seed": "--seed"}
         defaults = PipelineRun(output=self.output)
@@ -130,7 +135,7 @@ class PipelineRun:
     def resolved(self) -> PipelineRun:
         d = get_preset(self.preset).pipeline
         pick = (lambda v, default: default if v is None else v)  # noqa: E731
-        return replace(self, **{"rl_method": pick(self.rl_method, d.rl_method),
+        return replace(self, **{"rl_method": pick(self.rl_method, d.rl_method), "teacher": pick(self.teacher, d.teacher),
                               "data_seeds": pick(self.data_seeds, d.data_seeds),
                               "sft_steps": pick(self.sft_steps, d.sft_steps),
                               "rl_iterations": pick(self.rl_iterations, d.rl_iterations),
@@ -149,6 +154,9 @@ class PipelineRun:
                 raise PresetError(f"{option}: unknown task {t!r}; expected one of {', '.join(TASKS)}")
         if self.curriculum not in CURRICULA:
             raise PresetError(f"unknown curriculum {self.curriculum!r}; expected one of {', '.join(CURRICULA)}")
+        if self.teacher is not None and self.teacher not in policy_names():
+            raise PresetError(f"--teacher: unknown scripted policy {self.teacher!r}; expected one of "
+                              f"{', '.join(policy_names())}")
         if self.curriculum != "mixed" and self.rl_method != "rft":
             raise PresetError("--curriculum orders RFT's iterations: it needs --rl rft")
         if self.eval_range not in RANGES:
@@ -308,8 +316,8 @@ def check_look(run: PipelineRun, state: dict[str, Any]) -> None:
 def _stage_data(run: PipelineRun, paths: Paths, show: Callable[[str, int], Any]) -> dict[str, Any]:
     from .data import SFTDataSpec, build_sft_records, save_sft_data
 
-    d = get_preset(run.preset).pipeline
-    spec = SFTDataSpec(policy=d.teacher, tasks=run.tasks, split="train", seeds=tuple(range(int(run.data_seeds or 1))),
+    teacher = str(run.teacher or get_preset(run.preset).pipeline.teacher)
+    spec = SFTDataSpec(policy=teacher, tasks=run.tasks, split="train", seeds=tuple(range(int(run.data_seeds or 1))),
                        mode=get_preset(run.preset).prompt_mode)
     with show("data", len(spec.tasks) * len(spec.seeds)) as bar:
         done = [0]
@@ -321,7 +329,7 @@ def _stage_data(run: PipelineRun, paths: Paths, show: Callable[[str, int], Any])
         records, provenance = build_sft_records(spec, progress=tick)
     save_sft_data(records, provenance, paths.data)
     return {"episodes": provenance["episodes_kept"], "mean_return": provenance["mean_return_kept"],
-            "teacher": d.teacher}
+            "teacher": teacher}
 
 
 def _stage_sft(run: PipelineRun, paths: Paths, show: Callable[[str, int], Any]) -> dict[str, Any]:
@@ -349,10 +357,14 @@ def _stage_rl(run: PipelineRun, paths: Paths, show: Callable[[str, int], Any]) -
     else:
         from .rft import RFTRun, run_rft
 
+        preset = get_preset(run.preset)
+        teacher = str(run.teacher or preset.pipeline.teacher)
+        # the preset's own teacher replaced where it appears; another proposal (random_valid) is kept
+        proposal = teacher if preset.rft.proposal == preset.pipeline.teacher else None
         with show("rl (rft)", iterations) as bar:
             result = run_rft(RFTRun(output_dir=str(paths.rl), model=str(paths.sft), preset=run.preset,
                                     tasks=run.tasks, curriculum=run.curriculum, iterations=iterations,
-                                    worlds_per_iteration=run.rl_worlds,
+                                    worlds_per_iteration=run.rl_worlds, teacher=teacher, proposal=proposal,
                                     constrained=run.constrained, seed=run.seed, db=run.db, overwrite=True,
                                     accel=run.accel, workers=run.workers, backend=run.backend),
                              progress=lambda m: bar.update(int(m["iteration"]), m))

@@ -1,0 +1,93 @@
+"""A lookahead's prefill in one piece against the transformers backend's chunked prefill, as one JSON line.
+
+Run: ``make bench`` (or ``python bench/bench_prefill.py [--quick]``).
+
+The shape is the one that took an RFT iteration's model process past 7 GB (decision 0040): a
+lookahead over 48 ``coalition_market`` worlds forks 96 rows a call; the prefix store holds each
+row's earlier turns, so a call prefills the rest of rows some 4,000 ids wide. The model is the
+``small`` preset's (randomly initialised: the cost does not depend on the weights). Each way runs
+in a fresh process, so its peak resident memory (``VmHWM``) is its own.
+
+* ``one_piece`` and ``chunked``: wall seconds of the prefill and the process's peak GB, and the
+  chunk the backend's budget gives (ids of each row per forward).
+* ``same_cache``: both ways leave the same keys (their sum, to 1e-4 relative): chunking changes
+  what a forward holds, not what it computes.
+* ``peak_ratio``: one piece's peak over the chunked one's. Target: at least 2 at the full size.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from typing import Any
+
+ONE_PIECE = 1 << 62  # a budget no batch reaches: the whole rest in one forward
+
+
+def peak_gb() -> float:
+    with open(f"/proc/{os.getpid()}/status") as f:
+        for line in f:
+            if line.startswith("VmHWM"):
+                return int(line.split()[1]) / 1e6
+    return float("nan")
+
+
+def one(budget: int, rows: int, width: int, start: int) -> dict[str, Any]:
+    """Prefill ``rows`` random prompts of ``width`` ids whose first ``start`` are cached already."""
+    import torch
+
+    from gpu_arena.rollouts.backends import TransformersBackend, prefill_chunk
+    from gpu_arena.training.presets import build_model, get_preset
+
+    spec = get_preset("small").model
+    assert spec is not None
+    # what build_model reads of a tokenizer (the prefill reads none of it)
+    tok = type("Vocab", (), {"__len__": lambda self: spec.vocab_size, "eos_token_id": 1, "pad_token_id": 0})()
+    backend = TransformersBackend(build_model(spec, tok, seed=0), tok, prefill_budget=budget)
+    ids = torch.randint(2, spec.vocab_size, (rows, width), generator=torch.Generator().manual_seed(0))
+    mask = torch.ones_like(ids)
+    cache = backend._prefill(ids[:, :start + 1], mask[:, :start + 1]) if start else None
+    t0 = time.perf_counter()
+    cache = backend._prefill(ids, mask, cache, start=start)
+    seconds = time.perf_counter() - t0
+    return {"seconds": round(seconds, 2), "peak_gb": round(peak_gb(), 3),
+            "chunk": min(prefill_chunk(rows, width, budget), width - 1 - start),
+            "key_sum": float(sum(layer.keys.double().sum() for layer in cache.layers))}
+
+
+def measure(budget: int, rows: int, width: int, start: int) -> dict[str, Any]:
+    out = subprocess.run([sys.executable, __file__, "--one", str(budget), str(rows), str(width), str(start)],
+                         check=True, capture_output=True, text=True, env={**os.environ, "TOKENIZERS_PARALLELISM": "false"})
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--quick", action="store_true", help="48 rows of 2,000 ids instead of 96 of 4,000")
+    parser.add_argument("--size", type=int, nargs=3, metavar=("ROWS", "WIDTH", "CACHED"), help="override the shape")
+    parser.add_argument("--budget", type=int, default=None, help="the chunked side's budget (default: the backend's)")
+    parser.add_argument("--one", type=int, nargs=4, help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.one:
+        print(json.dumps(one(*args.one)))
+        return 0
+    from gpu_arena.rollouts.backends import PREFILL_BUDGET
+
+    rows, width, start = args.size or ((48, 2000, 750) if args.quick else (96, 4000, 1500))
+    budget = args.budget or PREFILL_BUDGET
+    whole = measure(ONE_PIECE, rows, width, start)
+    chunked = measure(budget, rows, width, start)
+    a, b = whole.pop("key_sum"), chunked.pop("key_sum")
+    same = abs(a - b) <= 1e-4 * max(1.0, abs(a))
+    print(json.dumps({"bench": "prefill", "rows": rows, "width": width, "cached": start, "budget": budget,
+                      "one_piece": whole, "chunked": chunked, "same_cache": same,
+                      "peak_ratio": round(whole["peak_gb"] / chunked["peak_gb"], 2)}))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
