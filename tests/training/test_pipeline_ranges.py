@@ -118,6 +118,18 @@ def test_pipeline_refuses_bad_switches(tmp_path: Path, changes: dict[str, Any], 
     assert not (tmp_path / "x").exists()
 
 
+def test_the_teacher_replaces_the_presets_own_wherever_it_appears() -> None:
+    from gpu_arena.training.pipeline import rft_teachers
+
+    assert rft_teachers(PipelineRun(output="o", preset="small")) == ("rule_expert", "rule_expert")
+    assert rft_teachers(PipelineRun(output="o", preset="small", teacher="rule_expert_short")) == (
+        "rule_expert_short", "rule_expert_short")
+    # tiny's lookahead proposes random_valid's moves (exploration, not its teacher): the preset's stays
+    assert rft_teachers(PipelineRun(output="o", preset="tiny", teacher="rule_expert_short")) == (
+        "rule_expert_short", None)
+    assert PipelineRun(output="o", teacher=None).resolved().teacher == "rule_expert"
+
+
 def test_eval_on_every_task_trained_on_and_the_extra_ones() -> None:
     run = PipelineRun(output="o", preset="small", tasks=("coalition_market", "market_round")).resolved()
     assert run.eval_tasks == ("coalition_market", "market_round")  # the preset's extra task once, not twice
@@ -160,12 +172,14 @@ def test_tiny_pipeline_across_tasks_reports_on_the_test_range_once(tmp_path: Pat
     out, db = tmp_path / "run", str(tmp_path / "arena.db")
     tasks = ("single_trade", "market_round")
     run = PipelineRun(output=str(out), preset="tiny", db=db, workers=1, tasks=tasks, curriculum="ordered",
-                      eval_range="test", rl_iterations=2)
+                      eval_range="test", rl_iterations=2, teacher="rule_expert_short")
     run_pipeline(run)
-    # every task in the data, the RL worlds and the evaluation
-    assert json.loads((out / "data" / "provenance.json").read_text())["tasks"] == list(tasks)
+    # every task in the data, the RL worlds and the evaluation; the teacher's episodes in both
+    provenance = json.loads((out / "data" / "provenance.json").read_text())
+    assert provenance["tasks"] == list(tasks) and provenance["policy"] == "rule_expert_short"
     rl = json.loads((out / "rl" / "run_config.json").read_text())["config"]["run"]
     assert tuple(rl["tasks"]) == tasks and rl["curriculum"] == "ordered"
+    assert rl["teacher"] == "rule_expert_short" and rl["proposal"] == "random_valid"  # tiny's exploration kept
     evidence = json.loads((out / "evidence.json").read_text())
     assert evidence["tasks"] == list(tasks) and evidence["task"] == "single_trade"
     assert {c["task"] for c in evidence["comparisons"]} == set(tasks) == set(evidence["per_task"])

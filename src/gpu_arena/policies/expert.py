@@ -478,9 +478,9 @@ class ShortFormExpertPolicy(RuleExpertPolicy):
     allocation to a named job (a plan that counts blocks not yet received) is kept as it is. Its
     moves are a teacher's a model can copy without copying ids: a small model trained on
     ``rule_expert`` names the wrong blocks on many of its ``coalition_market`` allocations
-    (decision 0039). The price is the blocks committed early, which can no longer be traded
-    (validation seeds 0-99: 0 on ``single_trade``, -0.0012 on ``market_round``, -0.0042 on
-    ``coalition_market``; ``gpu-arena eval forms``)."""
+    (decision 0039; ``gpu-arena runs moves`` reads the forms in recorded episodes). The price is
+    the blocks committed early, which can no longer be traded (decision 0040: paired with
+    ``rule_expert`` on validation seeds 0-99 of each task)."""
 
     name = "rule_expert_short"
 

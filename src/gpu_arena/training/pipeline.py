@@ -313,6 +313,14 @@ def check_look(run: PipelineRun, state: dict[str, Any]) -> None:
 
 # ---------------------------------------------------------------------- stages
 
+def rft_teachers(run: PipelineRun) -> tuple[str, str | None]:
+    """The RFT stage's replayed teacher and lookahead proposal policy: the run's teacher where the
+    preset uses its own (another proposal, ``random_valid``'s exploration, is the preset's: None)."""
+    preset = get_preset(run.preset)
+    teacher = str(run.teacher or preset.pipeline.teacher)
+    return teacher, (teacher if preset.rft.proposal == preset.pipeline.teacher else None)
+
+
 def _stage_data(run: PipelineRun, paths: Paths, show: Callable[[str, int], Any]) -> dict[str, Any]:
     from .data import SFTDataSpec, build_sft_records, save_sft_data
 
@@ -357,10 +365,7 @@ def _stage_rl(run: PipelineRun, paths: Paths, show: Callable[[str, int], Any]) -
     else:
         from .rft import RFTRun, run_rft
 
-        preset = get_preset(run.preset)
-        teacher = str(run.teacher or preset.pipeline.teacher)
-        # the preset's own teacher replaced where it appears; another proposal (random_valid) is kept
-        proposal = teacher if preset.rft.proposal == preset.pipeline.teacher else None
+        teacher, proposal = rft_teachers(run)
         with show("rl (rft)", iterations) as bar:
             result = run_rft(RFTRun(output_dir=str(paths.rl), model=str(paths.sft), preset=run.preset,
                                     tasks=run.tasks, curriculum=run.curriculum, iterations=iterations,

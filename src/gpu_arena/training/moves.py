@@ -1,0 +1,105 @@
+"""What a seat did on the turns that matter, read from recorded episodes (``gpu-arena runs moves``).
+
+A reward says how an episode went; this says which moves made it, for the two failures the RL runs
+of decision 0039 showed in ``coalition_market``:
+
+* **Allocations on due turns.** A turn is *due* when blocks of the seat's best plan open next round
+  unallocated (:func:`gpu_arena.llm.prompts.due_blocks`): this turn is the last to allocate them.
+  Each allocation is read by its form: the short form ``allocate_to_job()`` (the whole best plan),
+  a copy of the allocation line (:func:`~gpu_arena.llm.prompts.blocks_to_allocate`, what the
+  teacher names), other named blocks, or an allocation to a named job. ``due_missed``: due turns
+  after which a due block was still unallocated (it idles).
+* **Repeated moves.** The same message to other labs (an offer, a counter, a pitch, a coalition, a
+  note) sent again unchanged on the seat's next turn (what the spam penalty charges).
+
+Each episode is replayed through the core (deterministic for its task, split, seed and actions),
+so the seat's view at every turn is the one it acted on.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+FORMS = ("short", "line", "other_named", "job")
+UNUSED = frozenset({"free", "reserved", "idle"})  # a due block's states after a turn that left it out
+# moves that are messages to other labs: sent again unchanged, they are spam
+MESSAGES = frozenset({"send_offer", "counter_offer", "make_pitch", "counter_pitch", "form_coalition", "send_message"})
+
+
+def allocation_form(action: dict[str, Any], line: list[str]) -> str:
+    """``short``, ``line`` (named blocks equal to the allocation line), ``other_named`` or ``job``."""
+    if action.get("job_id"):
+        return "job"
+    blocks = list(action.get("block_ids") or [])
+    if not blocks:
+        return "short"
+    return "line" if sorted(blocks) == line else "other_named"
+
+
+def move_stats(source: str | Path | Iterable[dict[str, Any]], seat: str = "lab_0") -> list[dict[str, Any]]:
+    """Per (policy, task): ``episodes``, ``turns``, ``due_turns``, ``due_allocations`` (due turns
+    whose move was an allocation), the allocations' ``forms`` (counted by :data:`FORMS`),
+    ``due_missed``, ``repeated`` (messages sent again unchanged, by action type) and ``reward``
+    (the seat's mean return)."""
+    from ..core.records import action_from_record
+    from ..evaluation.replay import read_jsonl
+    from ..llm.prompts import blocks_to_allocate, due_blocks
+
+    records = read_jsonl(str(source)) if isinstance(source, str | Path) else source
+    groups: dict[tuple[str, str], dict[str, Any]] = {}
+    for i, rec in enumerate(records):
+        try:
+            episode = _episode(rec, seat)
+            g = groups.setdefault((str(rec["policy"]), str(rec["task"])), {
+                "episodes": 0, "turns": 0, "due_turns": 0, "due_allocations": 0, "due_missed": 0,
+                "forms": Counter(), "repeated": Counter(), "reward": 0.0})
+            g["episodes"] += 1
+            previous: str | None = None
+            for rnd in rec["transcript"]:
+                action = (rnd.get("actions") or {}).get(seat)
+                due: list[str] = []
+                if action is not None:
+                    view = episode.observe(seat, aids=False)
+                    line = blocks_to_allocate(view)
+                    # due blocks promised to a coalition gathering consents stay free on purpose
+                    due = [b for b in due_blocks(view) if b in line]
+                    g["turns"] += 1
+                    kind = action.get("action_type")
+                    if due:
+                        g["due_turns"] += 1
+                        if kind == "allocate_to_job":
+                            g["due_allocations"] += 1
+                            g["forms"][allocation_form(action, line)] += 1
+                    key = json.dumps(action, sort_keys=True)
+                    if kind in MESSAGES and key == previous:
+                        g["repeated"][kind] += 1
+                    previous = key
+                episode.step({lid: action_from_record(a) for lid, a in rnd["actions"].items()})
+                if due:
+                    blocks = episode.world.blocks
+                    # still the seat's and not allocated once its window opened: it idles (sold: not missed)
+                    g["due_missed"] += any(blocks[b].owner == seat and blocks[b].status in UNUSED for b in due)
+                g["reward"] += float((rnd.get("rewards") or {}).get(seat, 0.0))
+        except (KeyError, TypeError, ValueError, AttributeError) as e:  # a record of another shape
+            raise ValueError(f"record {i} is not an episode replay: {e!r}") from None
+    rows = []
+    for (policy, task), g in groups.items():
+        rows.append({"policy": policy, "task": task, **g, "forms": {f: g["forms"][f] for f in FORMS},
+                     "repeated": dict(g["repeated"]), "reward": g["reward"] / max(g["episodes"], 1)})
+    return rows
+
+
+def _episode(rec: dict[str, Any], seat: str) -> Any:
+    """A fresh episode of the record's world, the seat controlled (its moves are the record's)."""
+    from ..core.engine import Episode
+    from ..core.judge import recorded_judge
+
+    return Episode.new(rec["task"], rec["split"], int(rec["seed"]), controlled=(rec.get("seat", seat),),
+                       judge_mode=rec.get("judge_mode", "none"), judge=recorded_judge(rec["transcript"]))
+
+
+__all__ = ["FORMS", "allocation_form", "move_stats"]
