@@ -52,7 +52,8 @@ def test_the_teachers_allocate_every_due_turn_in_their_own_forms(records: list[d
     # a random seat seldom allocates: its due blocks idle
     assert rand["due_missed"] > rand["due_turns"] // 2
     assert rows["same_offer"]["repeated"] == {"send_offer": rows["same_offer"]["turns"] - 1}
-    assert all(not r["repeated"] for name, r in rows.items() if name != "same_offer")
+    # the teachers seldom repeat a move (an allocation made twice in a row, charged as spam)
+    assert all(sum(rows[n]["repeated"].values()) <= 2 for n in ("rule_expert", "rule_expert_short"))
 
 
 def test_allocation_forms() -> None:
@@ -70,6 +71,8 @@ def test_the_command_prints_a_table_a_task_and_refuses_what_is_not_a_replay(
     assert res.exit_code == 0, res.output
     assert "rule_expert_short" in res.output and "coalition_market" in res.output
     assert max(len(line) for line in res.output.splitlines()) <= 80
+    res = CliRunner().invoke(app, ["runs", "moves", str(path), "--task", "single_trade"], env={"COLUMNS": "80"})
+    assert res.exit_code == 0 and "rule_expert" not in res.output  # no single_trade episode recorded
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"policy": "wait", "transcript": []}\n')
     res = CliRunner().invoke(app, ["runs", "moves", str(bad)])

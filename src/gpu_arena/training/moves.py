@@ -9,8 +9,8 @@ of decision 0039 showed in ``coalition_market``:
   a copy of the allocation line (:func:`~gpu_arena.llm.prompts.blocks_to_allocate`, what the
   teacher names), other named blocks, or an allocation to a named job. ``due_missed``: due turns
   after which a due block was still unallocated (it idles).
-* **Repeated moves.** The same message to other labs (an offer, a counter, a pitch, a coalition, a
-  note) sent again unchanged on the seat's next turn (what the spam penalty charges).
+* **Repeated moves.** A move other than waiting made again unchanged on the seat's next turn (an
+  offer, a counter, a coalition sent twice): what the engine's spam check charges.
 
 Each episode is replayed through the core (deterministic for its task, split, seed and actions),
 so the seat's view at every turn is the one it acted on.
@@ -26,8 +26,8 @@ from typing import Any
 
 FORMS = ("short", "line", "other_named", "job")
 UNUSED = frozenset({"free", "reserved", "idle"})  # a due block's states after a turn that left it out
-# moves that are messages to other labs: sent again unchanged, they are spam
-MESSAGES = frozenset({"send_offer", "counter_offer", "make_pitch", "counter_pitch", "form_coalition", "send_message"})
+# moves that are never spam: they also clear what the next move is compared with (as the engine's spam check)
+QUIET = frozenset({"wait", "finish"})
 
 
 def allocation_form(action: dict[str, Any], line: list[str]) -> str:
@@ -40,11 +40,12 @@ def allocation_form(action: dict[str, Any], line: list[str]) -> str:
     return "line" if sorted(blocks) == line else "other_named"
 
 
-def move_stats(source: str | Path | Iterable[dict[str, Any]], seat: str = "lab_0") -> list[dict[str, Any]]:
+def move_stats(source: str | Path | Iterable[dict[str, Any]], seat: str = "lab_0", task: str | None = None
+               ) -> list[dict[str, Any]]:
     """Per (policy, task): ``episodes``, ``turns``, ``due_turns``, ``due_allocations`` (due turns
     whose move was an allocation), the allocations' ``forms`` (counted by :data:`FORMS`),
-    ``due_missed``, ``repeated`` (messages sent again unchanged, by action type) and ``reward``
-    (the seat's mean return)."""
+    ``due_missed``, ``repeated`` (moves made again unchanged, by action type) and ``reward``
+    (the seat's mean return). ``task``: only that task's episodes (the others are not replayed)."""
     from ..core.records import action_from_record
     from ..evaluation.replay import read_jsonl
     from ..llm.prompts import blocks_to_allocate, due_blocks
@@ -53,6 +54,8 @@ def move_stats(source: str | Path | Iterable[dict[str, Any]], seat: str = "lab_0
     groups: dict[tuple[str, str], dict[str, Any]] = {}
     for i, rec in enumerate(records):
         try:
+            if task is not None and rec["task"] != task:
+                continue
             episode = _episode(rec, seat)
             g = groups.setdefault((str(rec["policy"]), str(rec["task"])), {
                 "episodes": 0, "turns": 0, "due_turns": 0, "due_allocations": 0, "due_missed": 0,
@@ -74,8 +77,8 @@ def move_stats(source: str | Path | Iterable[dict[str, Any]], seat: str = "lab_0
                         if kind == "allocate_to_job":
                             g["due_allocations"] += 1
                             g["forms"][allocation_form(action, line)] += 1
-                    key = json.dumps(action, sort_keys=True)
-                    if kind in MESSAGES and key == previous:
+                    key = None if kind in QUIET else json.dumps(action, sort_keys=True)
+                    if key is not None and key == previous:
                         g["repeated"][kind] += 1
                     previous = key
                 episode.step({lid: action_from_record(a) for lid, a in rnd["actions"].items()})
