@@ -52,6 +52,8 @@ def test_the_teachers_allocate_every_due_turn_in_their_own_forms(records: list[d
     # a random seat seldom allocates: its due blocks idle
     assert rand["due_missed"] > rand["due_turns"] // 2
     assert rows["same_offer"]["repeated"] == {"send_offer": rows["same_offer"]["turns"] - 1}
+    assert 0 < rows["same_offer"]["repeated_open"] <= rows["same_offer"]["turns"] - 1  # its offer was still open
+    assert rows["rule_expert"]["repeated_open"] == rows["rule_expert_short"]["repeated_open"] == 0
     # the teachers seldom repeat a move (an allocation made twice in a row, charged as spam)
     assert all(sum(rows[n]["repeated"].values()) <= 2 for n in ("rule_expert", "rule_expert_short"))
 

@@ -107,7 +107,8 @@ def runs_moves(
     replays: str = typer.Argument(..., help="replay JSONL from `gpu-arena eval --replays`"),
     seat: str = typer.Option("lab_0", help="the seat to read"),
     task: str | None = typer.Option(None, help="read only this task's episodes"),
-    wide: bool = typer.Option(False, "--wide", help="every column (the seat's turns and mean return)"),
+    wide: bool = typer.Option(False, "--wide", help="every column (the seat's turns, mean return, and the "
+                                                    "repeated offers sent while the same offer was open)"),
 ) -> None:
     """Per policy and task: the seat's allocations on due turns by their form (short: the whole plan;
     line: the blocks the prompt's allocation line names; other: other named blocks; job: to a named
@@ -118,15 +119,15 @@ def runs_moves(
         rows = move_stats(replays, seat=seat, task=task)
     except (OSError, ValueError) as e:
         raise fail(e) from None
-    numeric = ("turns", "return", "due", "short", "line", "other", "job", "missed", "repeated")
+    numeric = ("turns", "return", "due", "short", "line", "other", "job", "missed", "repeated", "still open")
     for name in dict.fromkeys(r["task"] for r in rows):  # one table a task: the policy names are long
         table = FitTable(f"{name}: {seat}'s moves on due turns (its plan's blocks open next round)",
-                         ("policy", *numeric), wide_only=("turns", "return"), numeric=numeric, wide=wide)
+                         ("policy", *numeric), wide_only=("turns", "return", "still open"), numeric=numeric, wide=wide)
         for r in (r for r in rows if r["task"] == name):
             f = r["forms"]
             table.add_row(r["policy"], str(r["turns"]), f"{r['reward']:+.4f}", str(r["due_turns"]),
                           *(str(f[k]) for k in ("short", "line", "other_named", "job")), str(r["due_missed"]),
-                          str(sum(r["repeated"].values())))
+                          str(sum(r["repeated"].values())), str(r["repeated_open"]))
         table.print()
 
 

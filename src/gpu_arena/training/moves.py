@@ -44,7 +44,8 @@ def move_stats(source: str | Path | Iterable[dict[str, Any]], seat: str = "lab_0
                ) -> list[dict[str, Any]]:
     """Per (policy, task): ``episodes``, ``turns``, ``due_turns``, ``due_allocations`` (due turns
     whose move was an allocation), the allocations' ``forms`` (counted by :data:`FORMS`),
-    ``due_missed``, ``repeated`` (moves made again unchanged, by action type) and ``reward``
+    ``due_missed``, ``repeated`` (moves made again unchanged, by action type), ``repeated_open``
+    (offers sent again while the same offer was still open) and ``reward``
     (the seat's mean return). ``task``: only that task's episodes (the others are not replayed)."""
     from ..core.records import action_from_record
     from ..evaluation.replay import read_jsonl
@@ -59,14 +60,14 @@ def move_stats(source: str | Path | Iterable[dict[str, Any]], seat: str = "lab_0
             episode = _episode(rec, seat)
             g = groups.setdefault((str(rec["policy"]), str(rec["task"])), {
                 "episodes": 0, "turns": 0, "due_turns": 0, "due_allocations": 0, "due_missed": 0,
-                "forms": Counter(), "repeated": Counter(), "reward": 0.0})
+                "forms": Counter(), "repeated": Counter(), "repeated_open": 0, "reward": 0.0})
             g["episodes"] += 1
             previous: str | None = None
             for rnd in rec["transcript"]:
                 action = (rnd.get("actions") or {}).get(seat)
                 due: list[str] = []
                 if action is not None:
-                    view = episode.observe(seat, aids=False)
+                    view = episode.observe(seat, aids=False)  # what the seat acted on
                     line = blocks_to_allocate(view)
                     # due blocks promised to a coalition gathering consents stay free on purpose
                     due = [b for b in due_blocks(view) if b in line]
@@ -80,6 +81,7 @@ def move_stats(source: str | Path | Iterable[dict[str, Any]], seat: str = "lab_0
                     key = None if kind in QUIET else json.dumps(action, sort_keys=True)
                     if key is not None and key == previous:
                         g["repeated"][kind] += 1
+                        g["repeated_open"] += kind == "send_offer" and _still_open(view, action)
                     previous = key
                 episode.step({lid: action_from_record(a) for lid, a in rnd["actions"].items()})
                 if due:
@@ -94,6 +96,17 @@ def move_stats(source: str | Path | Iterable[dict[str, Any]], seat: str = "lab_0
         rows.append({"policy": policy, "task": task, **g, "forms": {f: g["forms"][f] for f in FORMS},
                      "repeated": dict(g["repeated"]), "reward": g["reward"] / max(g["episodes"], 1)})
     return rows
+
+
+def _still_open(view: Any, action: dict[str, Any]) -> bool:
+    """Whether the offer ``action`` sends is one of the seat's open outgoing offers already (the same
+    lab, blocks asked and given, payments)."""
+    def same(o: Any) -> bool:
+        return (o.target == action.get("target_lab_id")
+                and sorted(o.requested_block_ids) == sorted(action.get("requested_block_ids") or [])
+                and sorted(o.block_ids) == sorted(action.get("block_ids") or [])
+                and o.payment == float(action.get("payment") or 0.0))
+    return any(o.direction == "outgoing" and same(o) for o in view.active_offers)
 
 
 def _episode(rec: dict[str, Any], seat: str) -> Any:
