@@ -15,7 +15,7 @@ from gpu_arena.core.policy import seat_view
 from gpu_arena.core.types import Action
 from gpu_arena.evaluation.replay import write_jsonl
 from gpu_arena.policies import make_policy
-from gpu_arena.training.moves import allocation_form, move_stats
+from gpu_arena.training.moves import allocation_form, move_stats, repeated_moves
 
 
 class SameOffer:
@@ -79,3 +79,17 @@ def test_the_command_prints_a_table_a_task_and_refuses_what_is_not_a_replay(
     bad.write_text('{"policy": "wait", "transcript": []}\n')
     res = CliRunner().invoke(app, ["runs", "moves", str(bad)])
     assert res.exit_code == 2 and "record 0 is not an episode replay" in res.output
+
+
+def test_repeated_moves_of_a_rollout_count_as_the_spam_check_does() -> None:
+    from gpu_arena.llm.parsing import FormatError
+    from gpu_arena.models import ArenaAction
+
+    offer = ArenaAction(action_type="send_offer", target_lab_id="lab_1", requested_block_ids=["b_1_0"], payment=2.0)
+    other = ArenaAction(action_type="send_offer", target_lab_id="lab_1", requested_block_ids=["b_1_0"], payment=3.0)
+    wait = ArenaAction(action_type="wait")
+    assert repeated_moves([offer, offer, offer]) == 2
+    assert repeated_moves([offer, other, offer]) == 0
+    assert repeated_moves([offer, wait, offer]) == 0  # waiting clears what the next move is compared with
+    assert repeated_moves([offer, FormatError("format_json", "x"), offer]) == 0
+    assert repeated_moves([]) == 0

@@ -180,6 +180,8 @@ def test_tiny_pipeline_across_tasks_reports_on_the_test_range_once(tmp_path: Pat
     rl = json.loads((out / "rl" / "run_config.json").read_text())["config"]["run"]
     assert tuple(rl["tasks"]) == tasks and rl["curriculum"] == "ordered"
     assert rl["teacher"] == "rule_expert_short" and rl["proposal"] == "random_valid"  # tiny's exploration kept
+    metrics = [json.loads(line) for line in (out / "rl" / "metrics.jsonl").read_text().splitlines()]
+    assert all(0 <= m["arena/repeated_moves_kept"] <= m["arena/repeated_moves"] for m in metrics)
     evidence = json.loads((out / "evidence.json").read_text())
     assert evidence["tasks"] == list(tasks) and evidence["task"] == "single_trade"
     assert {c["task"] for c in evidence["comparisons"]} == set(tasks) == set(evidence["per_task"])

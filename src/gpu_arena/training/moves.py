@@ -98,6 +98,20 @@ def move_stats(source: str | Path | Iterable[dict[str, Any]], seat: str = "lab_0
     return rows
 
 
+def repeated_moves(actions: Iterable[Any]) -> int:
+    """Moves of one episode made again unchanged on the next turn (what the engine's spam check
+    charges), from a rollout's actions: ``ArenaAction`` models, or anything else (a format error)
+    that breaks the run as waiting does."""
+    count, previous = 0, None
+    for action in actions:
+        dump = getattr(action, "model_dump", None)
+        record = dump(exclude_defaults=True) if dump is not None else None
+        key = None if record is None or record.get("action_type") in QUIET else json.dumps(record, sort_keys=True)
+        count += key is not None and key == previous
+        previous = key
+    return count
+
+
 def _still_open(view: Any, action: dict[str, Any]) -> bool:
     """Whether the offer ``action`` sends is one of the seat's open outgoing offers already (the same
     lab, blocks asked and given, payments)."""
@@ -118,4 +132,4 @@ def _episode(rec: dict[str, Any], seat: str) -> Any:
                        judge_mode=rec.get("judge_mode", "none"), judge=recorded_judge(rec["transcript"]))
 
 
-__all__ = ["FORMS", "allocation_form", "move_stats"]
+__all__ = ["FORMS", "allocation_form", "move_stats", "repeated_moves"]

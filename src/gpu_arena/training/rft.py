@@ -32,6 +32,7 @@ from .accel import Accel
 from .common import check_output_dir, describe_model, logged_run, starting_model, use_cpu
 from .curriculum import CURRICULA, world_tasks
 from .lookahead import PREFER, ROLL_IN, correction_record, improve
+from .moves import repeated_moves
 from .presets import PresetError, fill_defaults, get_preset, save_checkpoint
 from .progress import drop_printer
 from .rollouts import BatchedSampler, Rollout, RolloutStats, World
@@ -340,6 +341,9 @@ def run_rft(run: RFTRun, progress: Callable[[dict[str, Any]], None] | None = Non
                 "loss": loss, "arena/valid_action_rate": sum(r.valid_turns for r in rollouts) / turns if turns
                 else float("nan"),
                 "arena/format_error_rate": sum(r.format_errors for r in rollouts) / turns if turns else float("nan"),
+                # moves made again unchanged (charged as spam) in the episodes played, and in those kept
+                "arena/repeated_moves": sum(repeated_moves(r.actions) for r in rollouts),
+                "arena/repeated_moves_kept": sum(repeated_moves(r.actions) for r in kept),
                 # episodes the model played to their end (lookahead: each forked continuation is one)
                 "arena/episodes_per_min": 60.0 * stats.episodes / max(sample_s + train_s, 1e-9),
                 "arena/worlds_per_min": 60.0 * len(worlds) / max(sample_s + train_s, 1e-9),
