@@ -13,12 +13,18 @@ from ..core.judge import recorded_judge
 from ..core.records import action_from_record
 
 
+def replay_start(record: dict[str, Any]) -> Episode:
+    """A recorded episode's world before its first round, its seat controlled and a model judge's
+    verdicts played back from the transcript: step it with the record's actions to replay it."""
+    return Episode.new(record["task"], record["split"], int(record["seed"]),
+                       controlled=(record.get("seat", "lab_0"),), judge_mode=record.get("judge_mode", "none"),
+                       judge=recorded_judge(record["transcript"]))
+
+
 def replay_episode(record: dict[str, Any]) -> Episode:
     """Re-run a recorded episode; the result's ``transcript`` equals the recorded one. A model
     judge's verdicts are played back from the transcript (the model is not asked again)."""
-    episode = Episode.new(record["task"], record["split"], int(record["seed"]),
-                          controlled=(record.get("seat", "lab_0"),), judge_mode=record.get("judge_mode", "none"),
-                          judge=recorded_judge(record["transcript"]))
+    episode = replay_start(record)
     for rnd in record["transcript"]:
         episode.step({lid: action_from_record(a) for lid, a in rnd["actions"].items()})
     return episode

@@ -109,8 +109,6 @@ class TransformersBackend:
             rows = order[lo:lo + self.group_size]
             group = [prompts[i] for i in rows]
             ids, mask, cache, layout = self._prepare(group)
-            if cache is None:  # prefilled here, in bounded chunks, rather than in one piece by ``generate``
-                cache = self._prefill(ids, mask)
             replies, raw = self._group(ids, mask, temperature, top_p, max_new_tokens, seed * 1009 + g,
                                        [grammars[i] for i in rows] if grammars else None, cache)
             self._remember(group, layout, cache, raw)
@@ -134,8 +132,6 @@ class TransformersBackend:
             group = [prompts[i] for i in rows]
             gr = [grammars[i] for i in rows] if grammars else None
             ids, mask, cache, layout = self._prepare(group)
-            if cache is None:
-                cache = self._prefill(ids, mask)
             first = copy.deepcopy(cache)
             replies, raw = self._group(ids, mask, 0.0, top_p, max_new_tokens, seed * 1009 + g, gr, first)
             self._remember(group, layout, first, raw)
@@ -168,11 +164,11 @@ class TransformersBackend:
     def _prepare(self, prompts: list[list[int]]) -> tuple[Any, Any, Any, Any]:
         """Ids, mask, a KV cache of every prompt but its last id (``generate`` feeds that one) and
         the rows' :class:`~gpu_arena.rollouts.kvcache.Layout`: from the prefix store where it holds
-        a prompt's beginning, the rest prefilled here. Without a store: left-padded ids, no cache,
-        no layout (``generate`` prefills)."""
+        a prompt's beginning, the rest prefilled here. Without a store: left-padded ids, the whole
+        cache prefilled here (in bounded chunks, not in one piece by ``generate``), no layout."""
         if self.prefixes is None or min(len(p) for p in prompts) < 2:
             ids, mask = self._batch(prompts)
-            return ids, mask, None, None
+            return ids, mask, self._prefill(ids, mask), None
         import torch
 
         from .kvcache import assemble

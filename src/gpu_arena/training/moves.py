@@ -48,7 +48,7 @@ def move_stats(source: str | Path | Iterable[dict[str, Any]], seat: str = "lab_0
     (offers sent again while the same offer was still open) and ``reward``
     (the seat's mean return). ``task``: only that task's episodes (the others are not replayed)."""
     from ..core.records import action_from_record
-    from ..evaluation.replay import read_jsonl
+    from ..evaluation.replay import read_jsonl, replay_start
     from ..llm.prompts import blocks_to_allocate, due_blocks
 
     records = read_jsonl(str(source)) if isinstance(source, str | Path) else source
@@ -57,7 +57,7 @@ def move_stats(source: str | Path | Iterable[dict[str, Any]], seat: str = "lab_0
         try:
             if task is not None and rec["task"] != task:
                 continue
-            episode = _episode(rec, seat)
+            episode = replay_start({"seat": seat, **rec})
             g = groups.setdefault((str(rec["policy"]), str(rec["task"])), {
                 "episodes": 0, "turns": 0, "due_turns": 0, "due_allocations": 0, "due_missed": 0,
                 "forms": Counter(), "repeated": Counter(), "repeated_open": 0, "reward": 0.0})
@@ -78,7 +78,7 @@ def move_stats(source: str | Path | Iterable[dict[str, Any]], seat: str = "lab_0
                         if kind == "allocate_to_job":
                             g["due_allocations"] += 1
                             g["forms"][allocation_form(action, line)] += 1
-                    key = None if kind in QUIET else json.dumps(action, sort_keys=True)
+                    key = spam_key(action)
                     if key is not None and key == previous:
                         g["repeated"][kind] += 1
                         g["repeated_open"] += kind == "send_offer" and _still_open(view, action)
@@ -98,6 +98,14 @@ def move_stats(source: str | Path | Iterable[dict[str, Any]], seat: str = "lab_0
     return rows
 
 
+def spam_key(record: dict[str, Any] | None) -> str | None:
+    """What the spam check compares a move by (its record), or None for a move that is never spam
+    and clears the comparison (waiting, finishing; ``None``: a turn with no readable move)."""
+    if record is None or record.get("action_type") in QUIET:
+        return None
+    return json.dumps(record, sort_keys=True)
+
+
 def repeated_moves(actions: Iterable[Any]) -> int:
     """Moves of one episode made again unchanged on the next turn (what the engine's spam check
     charges), from a rollout's actions: ``ArenaAction`` models, or anything else (a format error)
@@ -105,8 +113,7 @@ def repeated_moves(actions: Iterable[Any]) -> int:
     count, previous = 0, None
     for action in actions:
         dump = getattr(action, "model_dump", None)
-        record = dump(exclude_defaults=True) if dump is not None else None
-        key = None if record is None or record.get("action_type") in QUIET else json.dumps(record, sort_keys=True)
+        key = spam_key(dump(exclude_defaults=True) if dump is not None else None)
         count += key is not None and key == previous
         previous = key
     return count
@@ -121,15 +128,6 @@ def _still_open(view: Any, action: dict[str, Any]) -> bool:
                 and sorted(o.block_ids) == sorted(action.get("block_ids") or [])
                 and o.payment == float(action.get("payment") or 0.0))
     return any(o.direction == "outgoing" and same(o) for o in view.active_offers)
-
-
-def _episode(rec: dict[str, Any], seat: str) -> Any:
-    """A fresh episode of the record's world, the seat controlled (its moves are the record's)."""
-    from ..core.engine import Episode
-    from ..core.judge import recorded_judge
-
-    return Episode.new(rec["task"], rec["split"], int(rec["seed"]), controlled=(rec.get("seat", seat),),
-                       judge_mode=rec.get("judge_mode", "none"), judge=recorded_judge(rec["transcript"]))
 
 
 __all__ = ["FORMS", "allocation_form", "move_stats", "repeated_moves"]

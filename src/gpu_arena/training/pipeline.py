@@ -317,14 +317,14 @@ def rft_teachers(run: PipelineRun) -> tuple[str, str | None]:
     """The RFT stage's replayed teacher and lookahead proposal policy: the run's teacher where the
     preset uses its own (another proposal, ``random_valid``'s exploration, is the preset's: None)."""
     preset = get_preset(run.preset)
-    teacher = str(run.teacher or preset.pipeline.teacher)
+    teacher = str(run.resolved().teacher)
     return teacher, (teacher if preset.rft.proposal == preset.pipeline.teacher else None)
 
 
 def _stage_data(run: PipelineRun, paths: Paths, show: Callable[[str, int], Any]) -> dict[str, Any]:
     from .data import SFTDataSpec, build_sft_records, save_sft_data
 
-    teacher = str(run.teacher or get_preset(run.preset).pipeline.teacher)
+    teacher = str(run.teacher)  # resolved: the preset's unless --teacher
     spec = SFTDataSpec(policy=teacher, tasks=run.tasks, split="train", seeds=tuple(range(int(run.data_seeds or 1))),
                        mode=get_preset(run.preset).prompt_mode)
     with show("data", len(spec.tasks) * len(spec.seeds)) as bar:
