@@ -117,6 +117,7 @@ def test_an_offer_asks_only_for_its_targets_blocks(tokenizer: Any) -> None:
 
     lists = {src: [] for fields in FIELDS.values() for src in fields.values()}
     lists.update(own_free=["b_0_0"], jobs=["j_0_0"], labs=["lab_1", "lab_2"], market=["b_1_0", "b_2_0", "b_2_1"])
+    lists.update(own_unoffered=lists["own_free"], market_unasked=lists["market"])
     paired = {**lists, owned_by("lab_1"): ["b_1_0"], owned_by("lab_2"): ["b_2_0", "b_2_1"]}
     cases = {("lab_1", '["b_1_0"]'): True, ("lab_2", '["b_2_0", "b_2_1"]'): True, ("lab_2", '["b_1_0"]'): False,
              ("lab_1", '["b_1_0", "b_2_0"]'): False, ("lab_1", '["b_2_1"]'): False}
@@ -336,6 +337,7 @@ def test_a_reply_out_of_its_turns_grammar_does_not_fit(tokenizer: Any) -> None:
 
     lists = {src: [] for fields in FIELDS.values() for src in fields.values()}
     lists.update(own_free=["b_0_0", "b_0_1", "b_0_2"], jobs=["j_0_0"], labs=["lab_1"], market=["b_1_0"])
+    lists.update(own_unoffered=lists["own_free"], market_unasked=lists["market"])
     grammar = action_grammar(by_action(lists))
 
     def reply(name: str, arguments: str, end: bool = True) -> list[int]:
@@ -366,3 +368,47 @@ def test_a_reply_out_of_its_turns_grammar_does_not_fit(tokenizer: Any) -> None:
         accepted = end and m.try_consume_tokens(body) == len(body) and m.is_accepting()
         assert accepted == expected, (name, arguments)
         assert reply_fits(tokenizer, ids, lists) == expected, (name, arguments)
+
+
+@pytest.mark.parametrize("task", TASKS)
+def test_an_open_offer_cannot_be_sent_again(tokenizer: Any, task: str) -> None:
+    """Once the seat's offer is open, a new offer may neither give nor ask for any of its blocks
+    (the turn's grammar and ``reply_fits`` agree); once it is rejected they are free again."""
+    import llguidance
+
+    from gpu_arena.llm.constrain import grammar_of, owned_by
+    from gpu_arena.llm.matching import reply_fits
+
+    sent = back = 0
+    for seed in range(6):
+        env = GpuArenaEnv(task=task, split="train")
+        env.reset(seed=seed)
+        assert env.episode is not None
+        lists = legal_lists(env.episode.observe("lab_0"))
+        target = next((lab for lab in lists["labs"] if lists[owned_by(lab)]), None)
+        if target is None or not lists["own_free"]:
+            continue
+        asked, given = lists[owned_by(target)][-1], lists["own_free"][-1]
+        offer = ArenaAction(action_type="send_offer", target_lab_id=target, block_ids=[given],
+                            requested_block_ids=[asked], payment=1.0)
+        assert env.step(offer).last_action_result.ok
+        sent += 1
+        view = env.episode.observe("lab_0")
+        after = legal_lists(view)
+        assert given not in after["own_unoffered"] and given in after["own_free"]
+        assert asked not in after[owned_by(target)] and asked in after["market"]
+        text = (f'<tool_call>\n{{"name": "send_offer", "arguments": {{"target_lab_id": "{target}", '
+                f'"block_ids": ["{given}"], "requested_block_ids": ["{asked}"], "payment": 1.0}}}}\n</tool_call>')
+        ids = tokenizer.encode(text, add_special_tokens=False)
+        m = llguidance.LLMatcher(grammar_tokenizer(tokenizer), grammar_of(after, "lab_0").lark, log_level=0)
+        assert not (m.try_consume_tokens(ids) == len(ids) and m.is_accepting())
+        assert not reply_fits(tokenizer, [*ids, tokenizer.eos_token_id], after, "tools")
+        mine = next(o.offer_id for o in view.active_offers if o.sender == "lab_0" and o.status == "open")
+        withdrawn = env.step(ArenaAction(action_type="reject_offer", offer_id=mine)).last_action_result
+        if not withdrawn.ok:  # the target accepted it first, in the same round
+            continue
+        freed = legal_lists(env.episode.observe("lab_0"))  # a round on: a block whose window opened is gone
+        assert (given in freed["own_unoffered"]) == (given in freed["own_free"])
+        assert (asked in freed[owned_by(target)]) == (asked in freed["market"])
+        back += (given in freed["own_unoffered"]) + (asked in freed[owned_by(target)])
+    assert sent > 0 and back > 0
