@@ -74,6 +74,42 @@ def test_a_batched_checkpoint_evaluation_gives_the_harness_own_rows(tiny_sft: Pa
     assert all(r.replay and r.replay["transcript"] for r in batched)
 
 
+def test_eval_plays_greedy_checkpoints_batched_with_the_same_rows(tiny_sft: Path, tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """``gpu-arena eval`` plays a greedy ``llm:hf`` checkpoint batched by default: its rows, and its
+    place among the other policies' rows, equal those of ``--no-batch`` (one episode at a time); a
+    sampled one (temperature above 0) is left to the harness."""
+    from gpu_arena.training import evaluate
+    from gpu_arena.training.evaluate import batched_spec
+
+    calls: list[str] = []
+    played = evaluate.evaluate_checkpoint
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        calls.append(args[1])
+        return played(*args, **kwargs)
+
+    monkeypatch.setattr(evaluate, "evaluate_checkpoint", counted)
+
+    policy = f"llm:hf:{tiny_sft}?mode=tools&max_tokens=40&constrained=1"
+    assert batched_spec(policy) == (str(tiny_sft), "tools", 40, True)
+    assert batched_spec(f"llm:hf:{tiny_sft}?temperature=0.7") is None
+    assert batched_spec(f"llm:hf:{tiny_sft}?device=cpu") is None and batched_spec("rule_expert") is None
+    rows = {}
+    for flag in ("--batch", "--no-batch"):
+        out = tmp_path / f"{flag}.json"
+        result = CliRunner().invoke(app, ["eval", "--policies", f"no_negotiation,{policy}", "--tasks",
+                                          "single_trade,market_round", "--seeds", "2", "--workers", "1",
+                                          "--out", str(out), "--db", str(tmp_path / "arena.db"), flag])
+        assert result.exit_code == 0, result.output
+        assert calls == ([policy] if flag == "--batch" else [])
+        calls.clear()
+        rows[flag] = [{k: v for k, v in r.items() if k != "llm_usage"}
+                      for r in json.loads(out.read_text())["results"]]
+    assert rows["--batch"] == rows["--no-batch"]
+    assert [r["policy"] for r in rows["--batch"]] == ["no_negotiation", policy] * 2
+
+
 def test_teacher_replay_adds_fresh_teacher_episodes_each_iteration() -> None:
     from gpu_arena.training.rft import REPLAY_SEED_START, RFTRun, teacher_records
 

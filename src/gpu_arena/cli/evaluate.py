@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import typer
 from rich.markup import escape
@@ -15,6 +16,28 @@ from ..core.types import MAX_SEED
 from .console import console, quiet_libraries
 from .eval_tables import print_engines, print_seat_returns, print_usage
 from .options import MAX_SEEDS, judge_options, opponents_spec, split_list, task_list
+
+
+def _play(policies: list[str], tasks: list[str], split: str, seeds: list[int], *, batch: bool,
+          **harness: Any) -> list[Any]:
+    """Every policy x task x seed: with ``batch``, greedy local checkpoints through the batched
+    sampler (:func:`gpu_arena.training.evaluate.evaluate_batched`: a checkpoint's 100 episodes of a
+    task in one pass instead of one at a time) and the rest on the harness, after the scripted
+    policies so that a bad name fails first; rows in the harness's order."""
+    from ..evaluation import run_evaluation
+
+    if not batch:
+        return run_evaluation(policies, tasks, split, seeds, **harness)
+    from ..training.evaluate import batched_spec, evaluate_batched
+
+    local = [p for p in policies if p.startswith("llm:hf:") and batched_spec(p) is not None]
+    rest = [p for p in policies if p not in local]
+    results = run_evaluation(rest, tasks, split, seeds, **harness) if rest else []
+    results += evaluate_batched(local, tasks, split, seeds, optima=harness.get("optima"),
+                                keep_replays=harness.get("keep_replays", False), progress=harness.get("progress"))[0]
+    order = {p: i for i, p in enumerate(policies)}
+    results.sort(key=lambda r: (tasks.index(r.task), order[r.policy], r.seed))
+    return results
 
 
 def evaluate(
@@ -46,6 +69,9 @@ def evaluate(
                                                 "llm:openai:<model>@<base_url> (turns judge mode on)"),
     wide: bool = typer.Option(False, "--wide", help="every column of the LLM ledger table"),
     verbose: bool = typer.Option(False, "--verbose", help="the libraries' own progress bars and logs (llm:hf: models)"),
+    batch: bool = typer.Option(True, "--batch/--no-batch",
+                               help="play greedy llm:hf: checkpoints batched, one generate a round for all their "
+                                    "episodes (the same rows; no token ledger); with the world's opponents only"),
 ) -> None:
     """Evaluate policies in the controlled seat against the world's opponents (or --opponents), with
     95% bootstrap CIs, paired per-seed differences against a reference policy, and the LLM ledgers."""
@@ -53,7 +79,7 @@ def evaluate(
 
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from ..evaluation import aggregate, paired_differences, run_evaluation
+    from ..evaluation import aggregate, paired_differences
     from ..evaluation.replay import write_jsonl
     from ..evaluation.report import markdown_table, paired_table
     from ..evaluation.runner import usage_rows
@@ -86,10 +112,11 @@ def evaluate(
         bar = progress.add_task("episodes", total=total)
         try:
             with quiet_libraries(any("llm:hf:" in spec for spec in (*pol, opponents)), verbose):
-                results = run_evaluation(pol, tsk, split, seed_list, workers=workers, keep_replays=bool(replays),
-                                         optima=optima, progress=lambda n: progress.advance(bar, n),
-                                         opponents=None if opp.is_default else opp, judge_mode=judge_mode,
-                                         judge=judge, backend=backend, ray_address=ray_address)
+                results = _play(pol, tsk, split, seed_list, batch=batch and opp.is_default and judge_mode == "none",
+                                workers=workers, keep_replays=bool(replays), optima=optima,
+                                progress=lambda n: progress.advance(bar, n),
+                                opponents=None if opp.is_default else opp, judge_mode=judge_mode,
+                                judge=judge, backend=backend, ray_address=ray_address)
         except ValueError as e:
             raise typer.BadParameter(str(e)) from None
     duration = time.perf_counter() - t0

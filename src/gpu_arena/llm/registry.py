@@ -60,17 +60,29 @@ def make_llm_policy(spec: str, seed: int | None = None, **_world_params: Any) ->
         return OpenAICompatibleAgent(base_url or os.environ.get("OPENAI_BASE_URL") or None, model,
                                      api_key=os.environ.get(key_env), **opts)
     if backend == "hf":
-        if not rest:
-            raise ValueError(f"policy 'llm:{spec}' names no checkpoint; expected llm:hf:<path>")
-        opts = _options(query, _HF, f"llm:{spec}")
-        if "max_tokens" in opts:
-            opts["max_new_tokens"] = opts.pop("max_tokens")
-        if opts.get("constrained", 0) not in (0, 1):
-            raise ValueError(f"option constrained in policy 'llm:{spec}' is 0 or 1")
-        opts["constrained"] = bool(opts.get("constrained", 0))
+        path, opts = hf_options(spec)
         opts.setdefault("seed", seed)
-        return TransformersAgent(rest, **opts)
+        return TransformersAgent(path, **opts)
     raise ValueError(f"unknown LLM backend {backend!r} in 'llm:{spec}'; expected openai or hf")
 
 
-__all__ = ["make_llm_policy"]
+def hf_options(spec: str) -> tuple[str, dict[str, Any]]:
+    """A local checkpoint's name after ``llm:`` (``hf:<path>[?...]``) read as its path and the
+    :class:`TransformersAgent` options it sets (``max_tokens`` as ``max_new_tokens``,
+    ``constrained`` as a bool); ``ValueError`` for another backend or a bad option."""
+    backend, _, rest = spec.partition(":")
+    rest, _, query = rest.partition("?")
+    if backend != "hf":
+        raise ValueError(f"policy 'llm:{spec}' is not a local checkpoint (llm:hf:<path>)")
+    if not rest:
+        raise ValueError(f"policy 'llm:{spec}' names no checkpoint; expected llm:hf:<path>")
+    opts = _options(query, _HF, f"llm:{spec}")
+    if "max_tokens" in opts:
+        opts["max_new_tokens"] = opts.pop("max_tokens")
+    if opts.get("constrained", 0) not in (0, 1):
+        raise ValueError(f"option constrained in policy 'llm:{spec}' is 0 or 1")
+    opts["constrained"] = bool(opts.get("constrained", 0))
+    return rest, opts
+
+
+__all__ = ["hf_options", "make_llm_policy"]

@@ -15,6 +15,7 @@ together (same-round conflicts excepted); this splits them, from the replays tha
 
 from __future__ import annotations
 
+import inspect
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
@@ -110,4 +111,48 @@ def evaluate_checkpoint(checkpoint: str | Path, policy: str, tasks: Sequence[str
     return results
 
 
-__all__ = ["evaluate_checkpoint", "turn_stats"]
+# what evaluate_checkpoint plays as the one-episode-at-a-time agent does (tested row for row): greedy,
+# on the default device and dtype, in a mode with tool-call replies
+_BATCHED_OPTIONS = frozenset({"mode", "max_new_tokens", "constrained", "seed", "temperature"})
+
+
+def batched_spec(policy: str) -> tuple[str, str, int, bool] | None:
+    """``(path, prompt mode, max new tokens, constrained)`` where :func:`evaluate_checkpoint` gives
+    ``policy``'s own rows (an ``llm:hf:`` checkpoint decoded greedily in tools or compact mode, with
+    no device, dtype or sampling option); None for any other policy."""
+    from ..llm.agents import TransformersAgent, trained_prompt_mode
+    from ..llm.registry import hf_options
+
+    if not policy.startswith("llm:hf:"):
+        return None
+    path, opts = hf_options(policy.removeprefix("llm:"))
+    if set(opts) - _BATCHED_OPTIONS or float(opts.get("temperature", 0.0)) != 0.0:
+        return None
+    mode = opts.get("mode") or trained_prompt_mode(path) or "json"
+    if mode not in ("tools", "compact"):
+        return None
+    default = inspect.signature(TransformersAgent).parameters["max_new_tokens"].default
+    return path, mode, int(opts.get("max_new_tokens", default)), bool(opts["constrained"])
+
+
+def evaluate_batched(policies: Sequence[str], tasks: Sequence[str], split: str, seeds: Sequence[int], *,
+                     optima: Optima | None = None, keep_replays: bool = False,
+                     progress: Callable[[int], None] | None = None) -> tuple[list[EpisodeResult], list[str]]:
+    """The rows of every policy in ``policies`` that :func:`batched_spec` can play batched (each
+    checkpoint one ``generate`` a round for all its episodes, against the world's archetypes), and
+    the policies left for the harness (:func:`gpu_arena.evaluation.run_evaluation`)."""
+    results: list[EpisodeResult] = []
+    rest: list[str] = []
+    for policy in policies:
+        spec = batched_spec(policy)
+        if spec is None:
+            rest.append(policy)
+            continue
+        path, mode, tokens, constrained = spec
+        results += evaluate_checkpoint(path, policy, tasks, split, seeds, optima=optima, keep_replays=keep_replays,
+                                       max_new_tokens=tokens, constrained=constrained, progress=progress,
+                                       prompt_mode=mode)
+    return results, rest
+
+
+__all__ = ["batched_spec", "evaluate_batched", "evaluate_checkpoint", "turn_stats"]
