@@ -30,11 +30,11 @@ def _play(policies: list[str], tasks: list[str], split: str, seeds: list[int], *
         return run_evaluation(policies, tasks, split, seeds, **harness)
     from ..training.evaluate import batched_spec, evaluate_batched
 
-    local = [p for p in policies if p.startswith("llm:hf:") and batched_spec(p) is not None]
-    rest = [p for p in policies if p not in local]
+    specs = {p: spec for p in policies if (spec := batched_spec(p)) is not None}
+    rest = [p for p in policies if p not in specs]
     results = run_evaluation(rest, tasks, split, seeds, **harness) if rest else []
-    results += evaluate_batched(local, tasks, split, seeds, optima=harness.get("optima"),
-                                keep_replays=harness.get("keep_replays", False), progress=harness.get("progress"))[0]
+    results += evaluate_batched(specs, tasks, split, seeds, optima=harness.get("optima"),
+                                keep_replays=harness.get("keep_replays", False), progress=harness.get("progress"))
     order = {p: i for i, p in enumerate(policies)}
     results.sort(key=lambda r: (tasks.index(r.task), order[r.policy], r.seed))
     return results

@@ -108,11 +108,12 @@ def legal_lists(view: Any) -> dict[str, list[str]]:
     given = {b for o in mine for b in o.block_ids}
     asked = {b for o in mine for b in o.requested_block_ids}
     unasked = [b for b in market if b.block_id not in asked]
+    free = [b.block_id for b in own if b.status in _TRADEABLE]
     return {
-        _OWN_FREE: [b.block_id for b in own if b.status in _TRADEABLE],
+        _OWN_FREE: free,
         _OWN_HELD: [b.block_id for b in own if b.status in _HELD],
         _MARKET: [b.block_id for b in market],
-        _UNOFFERED: [b.block_id for b in own if b.status in _TRADEABLE and b.block_id not in given],
+        _UNOFFERED: [b for b in free if b not in given],
         _UNASKED: [b.block_id for b in unasked],
         _INCOMING: [o.offer_id for o in offers if o.target == me],
         _ACCEPTABLE: [o.offer_id for o in offers if o.target == me and _can_settle(view, o)],

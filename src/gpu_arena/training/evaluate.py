@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import inspect
 from collections import Counter
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -135,24 +135,16 @@ def batched_spec(policy: str) -> tuple[str, str, int, bool] | None:
     return path, mode, int(opts.get("max_new_tokens", default)), bool(opts["constrained"])
 
 
-def evaluate_batched(policies: Sequence[str], tasks: Sequence[str], split: str, seeds: Sequence[int], *,
-                     optima: Optima | None = None, keep_replays: bool = False,
-                     progress: Callable[[int], None] | None = None) -> tuple[list[EpisodeResult], list[str]]:
-    """The rows of every policy in ``policies`` that :func:`batched_spec` can play batched (each
-    checkpoint one ``generate`` a round for all its episodes, against the world's archetypes), and
-    the policies left for the harness (:func:`gpu_arena.evaluation.run_evaluation`)."""
+def evaluate_batched(specs: Mapping[str, tuple[str, str, int, bool]], tasks: Sequence[str], split: str,
+                     seeds: Sequence[int], *, optima: Optima | None = None, keep_replays: bool = False,
+                     progress: Callable[[int], None] | None = None) -> list[EpisodeResult]:
+    """The rows of every policy in ``specs`` (policy -> its :func:`batched_spec`), each checkpoint
+    played batched: one ``generate`` a round for all its episodes, against the world's archetypes."""
     results: list[EpisodeResult] = []
-    rest: list[str] = []
-    for policy in policies:
-        spec = batched_spec(policy)
-        if spec is None:
-            rest.append(policy)
-            continue
-        path, mode, tokens, constrained = spec
+    for policy, (path, mode, tokens, constrained) in specs.items():
         results += evaluate_checkpoint(path, policy, tasks, split, seeds, optima=optima, keep_replays=keep_replays,
                                        max_new_tokens=tokens, constrained=constrained, progress=progress,
                                        prompt_mode=mode)
-    return results, rest
-
+    return results
 
 __all__ = ["batched_spec", "evaluate_batched", "evaluate_checkpoint", "turn_stats"]
