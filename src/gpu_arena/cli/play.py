@@ -117,6 +117,7 @@ def _play(task: str, seed: int, split: str, seat: str, me: str, opponents: str, 
     from ..core.worldgen import generate_world
     from ..env import GpuArenaEnv
     from ..llm import ChatAgent, FormatError, json_mode_instruction, parse_action, render_turn
+    from ..llm.pooling import expand
     from ..llm.prompts import RenderMemory
     from ..policies import make_policy, make_seat_policy
     from ..rollout import play_seat
@@ -162,7 +163,7 @@ def _play(task: str, seed: int, split: str, seat: str, me: str, opponents: str, 
                 if isinstance(action, FormatError):
                     console.print(f"[red]{action.code}[/red]: {escape(str(action.message))}")
                     continue
-                return action
+                return expand(action, view)  # form_coalition with its job alone: the planner's
         action = driver.act(view)
         if isinstance(driver, ChatAgent):
             conv = driver.conversation(seat)

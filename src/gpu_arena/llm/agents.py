@@ -28,6 +28,7 @@ from ..core.policy import PolicyBase
 from ..core.types import RejectedAction
 from ..models import ArenaAction
 from .parsing import FormatError, parse_action
+from .pooling import expand
 from .prompts import (
     MODES,
     Conversation,
@@ -203,7 +204,8 @@ class ChatAgent(PolicyBase):
                     raise
                 return RejectedAction("llm_unavailable", str(e)[:300])
             model_s = time.perf_counter() - model_started
-            action = parse_action(completion.tool_calls if completion.tool_calls else completion.content)
+            action = expand(parse_action(completion.tool_calls if completion.tool_calls else completion.content),
+                            observation)
             conv.reply(completion.content, completion.tool_calls)
             estimated = completion.prompt_tokens is None or completion.completion_tokens is None
             led.calls += 1

@@ -32,6 +32,7 @@ from functools import cache
 from typing import Any
 
 from ..core.types import ACTION_TYPES
+from .pooling import pool_line
 from .prompts import RenderMemory, _energy, _fresh, _pct, due_blocks, offer_sides
 from .tools import ACTION_FIELDS
 
@@ -54,7 +55,7 @@ _NOTES: dict[str, str] = {
     "send_offer": "payment: $ you pay, requested_payment: $ you ask",
     "counter_offer": "as send_offer, replaces it",
     "reject_offer": "or withdraw yours",
-    "form_coalition": "shares sum to 1",
+    "form_coalition": "shares sum to 1",  # job_id alone: the Pool now line says so where it applies
     "allocate_to_job": "your best allocation",
 }
 
@@ -207,6 +208,9 @@ def render_compact_turn(obs: Any, memory: RenderMemory | None = None) -> str:
     out += [f"{sender} says: {text}" for _r, sender, _target, text in msgs if sender != me]
     if getattr(obs, "done", False):
         out.append("The episode is over.")
+    pool = pool_line(obs)
+    if pool:
+        out.append(pool)
     due = due_blocks(obs)
     if due:
         # last, next to the reply: with a due note on the block's row instead, mid-prompt, SmolLM2's

@@ -42,6 +42,7 @@ from functools import lru_cache
 from typing import Any
 
 from ..core.types import ACTION_TYPES
+from .pooling import SHORT_FORM, pool_jobs
 from .prompts import reply_format
 from .tools import action_tools
 
@@ -50,6 +51,8 @@ _OWN_FREE, _OWN_HELD, _MARKET, _INCOMING, _ACCEPTABLE, _ANY_OFFER, _JOBS, _POOLE
     "own_free", "own_held", "market", "incoming", "acceptable", "any_offer", "jobs", "pooled", "labs", "coalitions")
 # a new offer's blocks: none already in one of the seat's open offers (see legal_lists)
 _UNOFFERED, _UNASKED = "own_unoffered", "market_unasked"
+# the jobs a short ``form_coalition`` (its job alone, filled by the planner: llm.pooling) may name
+POOLABLE = "poolable"
 FIELDS: dict[str, dict[str, str]] = {
     "allocate_to_job": {"block_ids": _OWN_FREE, "job_id": _JOBS},
     "reserve_capacity": {"block_ids": _OWN_FREE, "job_id": _JOBS},
@@ -96,8 +99,9 @@ def legal_lists(view: Any) -> dict[str, list[str]]:
     offer is the open one sent again (a repeat the spam check charges, 122 of a trained model's 388
     offers on `coalition_market`, decision 0041) or the same block promised twice. To change an
     open offer the seat rejects it first. ``rule_expert`` never sends one (0 of its 659 offers
-    over validation seeds 0-99 of the three tasks). Works on a core ``SeatView`` and on the wire
-    ``ArenaObservation`` alike (same field names)."""
+    over validation seeds 0-99 of the three tasks). ``poolable``: the job a ``form_coalition`` may
+    name alone, the pooled-job planner filling the rest (:func:`gpu_arena.llm.pooling.pool_jobs`).
+    Works on a core ``SeatView`` and on the wire ``ArenaObservation`` alike (same field names)."""
     me, now = view.controlled_lab_id, view.round_index
     own = [b for b in view.owned_blocks if b.start_round > now]
     offers = [o for o in view.active_offers if o.status == "open"]
@@ -120,6 +124,7 @@ def legal_lists(view: Any) -> dict[str, list[str]]:
         _ANY_OFFER: [o.offer_id for o in offers],
         _JOBS: [j.job_id for j in jobs],
         _POOLED: [j.job_id for j in jobs if j.pooled],
+        POOLABLE: pool_jobs(view),
         _LABS: labs,
         _COALITIONS: [c.coalition_id for c in view.active_coalitions
                       if c.status == "proposed" and me in c.members and me not in c.consented
@@ -417,14 +422,30 @@ def _action_rule(action: str, ids: tuple[tuple[str, tuple[str, ...]], ...], shar
     return "\n".join([rule, *helpers]), len(head.encode()) + body.max_bytes + len(tail)
 
 
+def _short_rule(mode: str, pool: tuple[str, ...]) -> tuple[str, int]:
+    """The rule of a ``form_coalition`` that names one of the ``pool`` jobs and nothing else (the
+    planner fills the rest: :mod:`gpu_arena.llm.pooling`), and the most bytes a sentence of it has.
+    It is the full form's beginning, closed after the job (``job_id`` is the schema's first field)."""
+    value = _ANY_ID if pool == ANY_IDS else _choice(pool)
+    job = _object([("job_id", value, True)], lead=mode != "tools")
+    if mode == "tools":
+        head, tail = f'<tool_call>\n{{"name": {json.dumps(SHORT_FORM)}, "arguments": {{', "}}\n</tool_call>"
+    else:
+        head, tail = f'{{"action_type": {json.dumps(SHORT_FORM)}', "}"
+    return (f"a_{SHORT_FORM}_short: {_lit(head)} {job.lark} {_lit(tail)}",
+            len(head.encode()) + job.max_bytes + len(tail))
+
+
 def action_grammar(legal: Mapping[str, Mapping[str, Sequence[str]]], mode: str = "tools",
-                   labs: Sequence[str] = (), targets: Mapping[str, Sequence[str]] | None = None) -> ActionGrammar:
+                   labs: Sequence[str] = (), targets: Mapping[str, Sequence[str]] | None = None,
+                   pool: Sequence[str] = ()) -> ActionGrammar:
     """The grammar of a reply in ``mode`` (``"tools"`` and ``"compact"``: the ``<tool_call>`` block
     of the Qwen2.5 template the checkpoints use; ``"json"``: one JSON object with ``action_type``)
     given the seat's :func:`legal_ids`. ``labs``: the keys a ``form_coalition``'s shares may name
     (the seat and its partners); without them shares are keyed by the partners alone. ``targets``:
     each lab -> its blocks an offer may ask for (:func:`target_markets`); without them an offer may
-    ask any target for any market block."""
+    ask any target for any market block. ``pool``: the jobs a ``form_coalition`` may name alone
+    (:data:`POOLABLE`), the short form beside the full one."""
     mode = reply_format(mode)  # the prompt modes' reply frames: an unknown mode is refused here
     partners = legal.get("form_coalition", {}).get("member_lab_ids", [])
     shares_keys = list(labs) or list(partners)
@@ -439,7 +460,14 @@ def action_grammar(legal: Mapping[str, Mapping[str, Sequence[str]]], mode: str =
             rules.update(dict.fromkeys(rule[0].split("\n")))
             actions.append(action)
             longest = max(longest, rule[1])
-    start = "start: " + " | ".join(f"a_{a}" for a in actions)
+    starts = [f"a_{a}" for a in actions]
+    if pool:
+        short, short_bytes = _short_rule(mode, tuple(pool))
+        rules[short] = None
+        starts.append(f"a_{SHORT_FORM}_short")
+        actions += [] if SHORT_FORM in actions else [SHORT_FORM]
+        longest = max(longest, short_bytes)
+    start = "start: " + " | ".join(starts)
     return ActionGrammar("\n".join([start, *rules]), tuple(actions), longest)
 
 
@@ -450,7 +478,7 @@ def generic_grammar(mode: str = "tools") -> ActionGrammar:
     whose ids :func:`fits_ids` accepts, and the other way round (tested). Compiled once, it checks
     a reply against any turn (its ``max_bytes`` bounds nothing)."""
     legal = {action: dict.fromkeys(fields, ANY_IDS) for action, fields in FIELDS.items()}
-    return action_grammar(legal, mode, ANY_IDS)
+    return action_grammar(legal, mode, ANY_IDS, pool=ANY_IDS)
 
 
 def fits_ids(action: str, arguments: Mapping[str, Any], lists: Mapping[str, Sequence[str]]) -> bool:
@@ -459,7 +487,10 @@ def fits_ids(action: str, arguments: Mapping[str, Any], lists: Mapping[str, Sequ
     action is offered (each required id has a legal value), every id is legal, and a list holds
     distinct ids in the view's order (any order, at most as many as are legal, for
     ``form_coalition``), and an offer asks only for its target's blocks. A reply with ``shares``
-    is not judged here (False): its repeated keys do not survive JSON."""
+    is not judged here (False): its repeated keys do not survive JSON. A ``form_coalition`` with
+    its job alone fits when the job is :data:`POOLABLE`."""
+    if action == SHORT_FORM and list(arguments) == ["job_id"]:
+        return arguments["job_id"] in lists.get(POOLABLE, ())
     params = _tool_parameters().get(action)
     if params is None or "shares" in arguments:
         return False
@@ -506,11 +537,11 @@ def grammar_of(lists: Mapping[str, list[str]], seat: str, mode: str = "tools") -
         _SEAT_GRAMMARS.move_to_end(key)
         return hit
     _SEAT_GRAMMARS[key] = grammar = action_grammar(by_action(lists), mode, [seat, *lists[_LABS]],
-                                                   target_markets(lists))
+                                                   target_markets(lists), lists.get(POOLABLE, ()))
     if len(_SEAT_GRAMMARS) > _SEAT_GRAMMARS_KEPT:
         _SEAT_GRAMMARS.popitem(last=False)
     return grammar
 
 
-__all__ = ["ANY_IDS", "FIELDS", "ActionGrammar", "action_grammar", "by_action", "fits_ids", "generic_grammar",
+__all__ = ["ANY_IDS", "FIELDS", "POOLABLE", "ActionGrammar", "action_grammar", "by_action", "fits_ids", "generic_grammar",
            "grammar_of", "legal_ids", "legal_lists", "owned_by", "seat_grammar", "target_markets"]

@@ -62,7 +62,8 @@ ACTION_DESCRIPTIONS: dict[str, str] = {
     "counter_pitch": "Outbid a rival's auction pitch.",
     "reserve_capacity": "Earmark your free blocks for your job (untradeable until released).",
     "release_capacity": "Release your reserved, allocated or committed blocks (a commitment: breach).",
-    "form_coalition": "Propose a coalition for your pooled job; shares cover every member and you, sum 1.",
+    "form_coalition": ("Propose a coalition for your pooled job; shares cover every member and you, sum 1."
+                       " With job_id alone, the plan on the 'Pool now' line."),
     "commit_to_coalition": "Consent to a coalition proposal.",
     "allocate_to_job": "Allocate your blocks to your job; no arguments: apply your best plan.",
     "send_message": "Message one lab (target_lab_id) or all.",
@@ -137,7 +138,7 @@ _JSON_NOTES: dict[str, str] = {
     "counter_offer": "replaces the offer",
     "make_pitch": "bid for the auction block",
     "release_capacity": "releasing a commitment is a breach",
-    "form_coalition": "shares for every member and you, summing to 1",
+    "form_coalition": "shares for every member and you, summing to 1; job_id alone: the Pool now plan",
     "allocate_to_job": "no fields: apply your best plan",
     "send_message": "no target_lab_id: to all",
     "finish": "stop; your blocks follow your best plan",

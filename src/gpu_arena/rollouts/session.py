@@ -24,6 +24,7 @@ from typing import Any
 from ..core.policy import seat_view
 from ..core.types import REWARD_COLUMNS
 from ..llm.parsing import FormatError, one_tool_call, parse_action
+from ..llm.pooling import expand, shorten
 from ..llm.prompts import Conversation, prompt_tools
 from ..native.episode import bind_world
 from .chat import ChatTokens
@@ -247,7 +248,7 @@ class Session:
     def play(self, answer: Answer) -> Any:
         """Write ``answer`` into the conversation, step it, book it on the rollout; the new observation."""
         content, calls, n_new = answer
-        action = parse_action(calls if calls else content)
+        action = expand(parse_action(calls if calls else content), self.obs)  # the short forms' fill: this turn's view
         self.conv.reply(content, calls)
         r = self.rollout
         r.generated_tokens += n_new
@@ -301,8 +302,8 @@ class Session:
 
         driver = make_policy(policy, seed=seed)
         bind_world(self.env.episode, driver)  # a policy that plans with the world moves the episode, saying why
-        content, calls = render_reply(driver.act(seat_view(driver, self.env.episode, self.config.seat)), "tools",
-                                      "call_0")
+        view = seat_view(driver, self.env.episode, self.config.seat)
+        content, calls = render_reply(shorten(driver.act(view), view), "tools", "call_0")
         return content, calls, 0
 
     def fork(self, key: int) -> Session:

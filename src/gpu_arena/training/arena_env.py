@@ -44,6 +44,7 @@ from typing import Any
 
 from ..core.types import ACTION_TYPES, REWARD_COLUMNS
 from ..llm.parsing import FORMAT_NO_ACTION, FormatError, parse_action
+from ..llm.pooling import expand
 from ..llm.prompts import RenderMemory, render_turn
 from ..llm.tools import ACTION_DESCRIPTIONS, ACTION_FIELDS, action_schema
 from ..models import ArenaAction
@@ -211,7 +212,7 @@ class ArenaToolEnv:
         if self._obs.done:
             self._calls_after_end += 1
             return EPISODE_OVER
-        action = parse_action({"function": {"name": name, "arguments": arguments}})
+        action = expand(parse_action({"function": {"name": name, "arguments": arguments}}), self._obs)
         self._step(action)
         return render_turn(self._obs, self._memory)
 

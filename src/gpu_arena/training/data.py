@@ -38,6 +38,7 @@ from ..core.tasks import task_params
 from ..core.types import SPLITS, TASKS
 from ..llm import tools
 from ..llm.parsing import FormatError, parse_action
+from ..llm.pooling import expand, shorten
 from ..llm.prompts import MODES, WINDOW, Conversation, Mode, prompt_tools
 
 DATASET_DIR = "dataset"  # save_to_disk output inside the data directory
@@ -108,9 +109,10 @@ def play_episode_record(policy: str, task: str, split: str, seed: int, *, mode: 
     def as_chat(view: Any, current: Any) -> Any:
         """The driver's action as the agent would write it, read back by the agents' parser."""
         conv.observe(current)
-        content, calls = render_reply(driver.act(view), mode, f"call_{next(turns)}")
+        # written in the short form where the planner fills it back (llm.pooling), read back as played
+        content, calls = render_reply(shorten(driver.act(view), view), mode, f"call_{next(turns)}")
         conv.reply(content, calls)
-        parsed = parse_action(calls if calls else content)
+        parsed = expand(parse_action(calls if calls else content), current)
         if isinstance(parsed, FormatError):  # a rendering the parser cannot read is a bug here, not data
             raise DataError(f"rendered action does not parse back ({parsed.code}): {parsed.message}")
         return parsed
