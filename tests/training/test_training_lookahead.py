@@ -67,3 +67,48 @@ def test_unknown_roll_in_is_refused(tiny_sft: Path) -> None:
     model, tok = load_pretrained(tiny_sft)
     with pytest.raises(ValueError, match="roll_in"):
         improve(BatchedSampler(model, tok), WORLDS[:1], roll_in="sideways")
+
+
+def test_ranked_turns_become_preference_records_and_a_dpo_pass_trains(tiny_sft: Path) -> None:
+    import torch
+
+    from gpu_arena.training.lookahead import pair_record
+    from gpu_arena.training.preference import preference_pass
+
+    model, tok = load_pretrained(tiny_sft)
+    # constrained: every greedy answer is readable, so each changed turn has its pair (an unreadable
+    # answer has no action to write as the rejected move)
+    sampler = BatchedSampler(model, tok, temperature=1.0, max_new_tokens=40, proposal="rule_expert", constrained=True)
+    improved, _ = improve(sampler, WORLDS, samples=1, proposals=1, seed=3, finisher="rule_expert", pairs=True)
+    plain, _ = improve(sampler, WORLDS, samples=1, proposals=1, seed=3, finisher="rule_expert")
+    assert [x.rollout.actions for x in improved] == [x.rollout.actions for x in plain]  # pairs change no move
+    assert all(not x.pairs for x in plain)
+    records = [pair_record(m, c, w, k) for x in improved for k, (m, c, w) in enumerate(x.pairs)]
+    assert len(records) == sum(x.changed_turns for x in improved) > 0
+    for x in improved:  # every changed turn is paired: its better move over the greedy answer it beat
+        assert [(len(m), a) for m, a in x.corrections] == [(len(m), c) for m, c, _w in x.pairs]
+    for rec in records:
+        chosen, rejected = (parse_action(r[0].get("tool_calls") or r[0]["content"]) for r in (rec["chosen"],
+                                                                                              rec["rejected"]))
+        assert not isinstance(chosen, FormatError) and not isinstance(rejected, FormatError)
+        assert chosen != rejected and rec["prompt"][0]["role"] == "system"
+    before = [p.detach().clone() for p in model.parameters()]
+    result = preference_pass(model, tok, records[:4], output_dir=str(tiny_sft.parent / "dpo"), learning_rate=1e-3,
+                             beta=0.1, epochs=1, batch_size=2, seed=0)
+    assert result.training_loss == result.training_loss and result.training_loss > 0
+    assert any(not torch.equal(a, b) for a, b in zip(before, model.parameters(), strict=True))
+
+
+def test_an_rft_run_adds_a_dpo_pass_on_its_changed_turns(tiny_sft: Path, tmp_path: Path) -> None:
+    import json
+
+    from gpu_arena.training.rft import RFTRun, run_rft
+
+    run = RFTRun(output_dir=str(tmp_path / "rl"), model=str(tiny_sft), preset="tiny", seed_start=3, iterations=1,
+                 worlds_per_iteration=3, proposal="rule_expert", finisher="rule_expert", constrained=True,
+                 preference="dpo", db=str(tmp_path / "a.db"))
+    run_rft(run)
+    [metrics] = [json.loads(line) for line in (tmp_path / "rl" / "metrics.jsonl").read_text().splitlines()
+                 if '"iteration"' in line]
+    assert metrics["pairs"] == metrics["corrections"] > 0  # constrained: every greedy answer is readable
+    assert metrics["dpo_loss"] > 0

@@ -197,6 +197,10 @@ def train_rft(
                                                   "greedy)"),
     prefer: str | None = typer.Option(None, help="lookahead ties: greedy | proposal"),
     train_on: str | None = typer.Option(None, help="episodes | corrections (the lookahead's changed turns)"),
+    preference: str | None = typer.Option(None, help="a pass on the lookahead's ranked turns after each "
+                                                     "fine-tuning: dpo ('' for none)"),
+    dpo_beta: float | None = typer.Option(None, "--dpo-beta", help="DPO's beta (how far a pass moves from the "
+                                                                    "model before it)"),
     replay: int | None = typer.Option(None, min=0, max=MAX_SEEDS,
                                       help="fresh teacher episodes mixed into each iteration"),
     teacher: str | None = typer.Option(None, help="the replayed teacher policy"),
@@ -227,6 +231,7 @@ def train_rft(
     check_number("--lr", lr)
     check_number("--epochs", epochs)
     check_finite("--min-return", min_return)
+    check_number("--dpo-beta", dpo_beta)
     check_scripted("--proposal", proposal, none=True)
     check_scripted("--finisher", finisher, none=True)
     check_scripted("--teacher", teacher)
@@ -238,6 +243,7 @@ def train_rft(
                      temperature=temperature, learning_rate=lr, lr_schedule=lr_schedule, epochs=epochs,
                      explore=explore, proposal=proposal, finisher=finisher, roll_in=roll_in, prefer=prefer,
                      train_on=train_on, replay=replay, teacher=teacher, cumulative=cumulative, anchors=anchors,
+                     preference=preference, dpo_beta=dpo_beta,
                      constrained=constrained, min_return=min_return, workers=workers, backend=backend, seed=seed,
                      db=db, overwrite=overwrite)
         run.resolved().validate()  # the run's own checks (--explore, --roll-in, --replay, ...) first

@@ -58,6 +58,8 @@ class Rollout:
     generated_tokens: int = 0
     # the lookahead's changed turns as prompt-completion records (training.lookahead.correction_record)
     corrections: list[dict[str, Any]] = field(default_factory=list)
+    # the lookahead's ranked turns as preference records (training.lookahead.pair_record)
+    pairs: list[dict[str, Any]] = field(default_factory=list)
     engine: str = ""  # which engine played the episode ("rust" | "python")
     # why the Python core played it (gpu_arena.native.report's reasons; None: Rust did)
     engine_reason: str | None = None

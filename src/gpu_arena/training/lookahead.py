@@ -44,6 +44,9 @@ class Improved:
     # (the conversation as the model saw it at that turn, the best candidate) for every turn where a
     # readable candidate other than the greedy answer was best
     corrections: list[tuple[list[dict[str, Any]], Answer]] = field(default_factory=list)
+    # (that conversation, the better candidate, the greedy answer it beat) for every such turn where
+    # the greedy answer was readable too (``pairs=True``; :func:`pair_record`, a preference pass's data)
+    pairs: list[tuple[list[dict[str, Any]], Answer, Answer]] = field(default_factory=list)
 
     @property
     def changed_turns(self) -> int:
@@ -72,8 +75,8 @@ def finish_with(policy: str, env: Any, seat: str, seed: int) -> float:
 
 
 def improve(sampler: BatchedSampler, worlds: Sequence[World], *, samples: int = 3, proposals: int = 2,
-            seed: int = 0, finisher: str | None = None, roll_in: str = "best", prefer: str = "greedy"
-            ) -> tuple[list[Improved], RolloutStats]:
+            seed: int = 0, finisher: str | None = None, roll_in: str = "best", prefer: str = "greedy",
+            pairs: bool = False) -> tuple[list[Improved], RolloutStats]:
     """Search every world's episode with one-turn lookahead (see the module docstring), on the
     sampler's rollout engine: the episodes and their forks live in its workers.
 
@@ -87,7 +90,8 @@ def improve(sampler: BatchedSampler, worlds: Sequence[World], *, samples: int = 
     episode) or ``greedy`` (the model's own answer, so the next turns are searched in the states the
     model itself reaches, as DAgger collects its labels). ``prefer``: who wins a tie, ``greedy`` (the
     model's answer, unless another candidate is strictly better) or ``proposal`` (the first proposal
-    move, unless the greedy answer or a sample is strictly better)."""
+    move, unless the greedy answer or a sample is strictly better). ``pairs``: keep a ranked pair
+    for every changed turn whose greedy answer is readable (:attr:`Improved.pairs`)."""
     if roll_in not in ROLL_IN or prefer not in PREFER:
         raise ValueError(f"roll_in must be one of {ROLL_IN} and prefer one of {PREFER}")
     engine, pool = sampler.engine, sampler.pool
@@ -96,6 +100,7 @@ def improve(sampler: BatchedSampler, worlds: Sequence[World], *, samples: int = 
     n = len(worlds)
     greedy_return: list[float | None] = [None] * n
     corrections: list[list[tuple[list[dict[str, Any]], Answer]]] = [[] for _ in worlds]
+    ranked: list[list[tuple[list[dict[str, Any]], Answer, Answer]]] = [[] for _ in worlds]
     continuations = turns = turn = 0
     while True:
         live = [i for i in range(n) if not flight.done[i]]
@@ -144,6 +149,7 @@ def improve(sampler: BatchedSampler, worlds: Sequence[World], *, samples: int = 
         value = dict(zip(jobs, values, strict=True))
         moves_now: list[tuple[int, Answer]] = []
         changed: dict[int, Answer] = {}
+        paired: dict[int, tuple[Answer, Answer]] = {}
         for i in live:
             # the best candidate; the greedy answer unless another is strictly better
             best = max(range(len(cands[i])), key=lambda c, i=i: value[(i, c)])  # type: ignore[misc]
@@ -154,12 +160,18 @@ def improve(sampler: BatchedSampler, worlds: Sequence[World], *, samples: int = 
                 best = default
             if greedy_return[i] is None:  # turn 0: the greedy candidate's value is the greedy episode
                 greedy_return[i] = value[(i, 0)]
-            if best != 0 and not isinstance(parse_action(cands[i][best][1] or cands[i][best][0]), FormatError):
+            if best != 0 and _readable(cands[i][best]):
                 changed[i] = cands[i][best]
+            if pairs and i in changed and _readable(cands[i][0]) and value[(i, 0)] < value[(i, best)] - 1e-9:
+                paired[i] = (cands[i][best], cands[i][0])  # a tie given to a proposal is no win over greedy
             moves_now.append((i, cands[i][best if roll_in == "best" else 0]))
-        if changed:  # the conversation as the model saw it at this turn, and the better move
-            for i, messages in zip(changed, pool.messages(list(flight.keys[i] for i in changed)), strict=True):
-                corrections[i].append((messages, changed[i]))
+        asked = sorted(set(changed) | set(paired))
+        if asked:  # the conversation as the model saw it at this turn, and the better move
+            for i, messages in zip(asked, pool.messages(list(flight.keys[i] for i in asked)), strict=True):
+                if i in changed:
+                    corrections[i].append((messages, changed[i]))
+                if i in paired:
+                    ranked[i].append((messages, *paired[i]))
         flight.apply(pool.answer([(flight.keys[i], a) for i, a in moves_now]).wait())
         turns += len(moves_now)
         turn += 1
@@ -175,8 +187,12 @@ def improve(sampler: BatchedSampler, worlds: Sequence[World], *, samples: int = 
         stats.episodes -= plain_stats.episodes
     # every forked continuation is an episode played to its end (from a forked state) by the model
     stats.episodes = len(worlds) + continuations
-    return [Improved(r, float(g if g is not None else r.episode_return), c)
-            for r, g, c in zip(rollouts, greedy_return, corrections, strict=True)], stats
+    return [Improved(r, float(g if g is not None else r.episode_return), c, p)
+            for r, g, c, p in zip(rollouts, greedy_return, corrections, ranked, strict=True)], stats
+
+
+def _readable(answer: Answer) -> bool:
+    return not isinstance(parse_action(answer[1] if answer[1] else answer[0]), FormatError)
 
 
 ROLL_IN = ("best", "greedy")
@@ -189,17 +205,36 @@ def correction_record(messages: list[dict[str, Any]], answer: Answer, turn: int,
     whole conversation, or for a mode that shows one turn at a time the system prompt and that
     turn, as :func:`gpu_arena.training.data.model_chats` cuts a record), and the best candidate
     written as the teacher's records write actions (loss on the completion only)."""
-    from ..llm.prompts import WINDOW, prompt_tools
+    from ..llm.prompts import prompt_tools
+
+    return {"prompt": _prompt(messages, mode), "completion": [_reply(answer, turn)], "tools": prompt_tools(mode) or []}
+
+
+def pair_record(messages: list[dict[str, Any]], chosen: Answer, rejected: Answer, turn: int, mode: str = "tools"
+                ) -> dict[str, Any]:
+    """One ranked turn as a preference record (TRL's conversational ``prompt`` / ``chosen`` /
+    ``rejected``): the prompt as :func:`correction_record` cuts it, the move the environment valued
+    higher and the one it valued lower, both written as the teacher's records write actions."""
+    from ..llm.prompts import prompt_tools
+
+    return {"prompt": _prompt(messages, mode), "chosen": [_reply(chosen, turn)], "rejected": [_reply(rejected, turn)],
+            "tools": prompt_tools(mode) or []}
+
+
+def _prompt(messages: list[dict[str, Any]], mode: str) -> list[dict[str, Any]]:
+    from ..llm.prompts import WINDOW
+
+    return [messages[0], {"role": "user", "content": messages[-1]["content"]}] if WINDOW.get(mode) == 1 else messages
+
+
+def _reply(answer: Answer, turn: int) -> dict[str, Any]:
     from .data import render_reply
 
     content, calls = render_reply(parse_action(answer[1] if answer[1] else answer[0]), "tools", f"call_{turn}")
     reply: dict[str, Any] = {"role": "assistant", "content": content}
     if calls:
         reply["tool_calls"] = calls
-    prompt = messages
-    if WINDOW.get(mode) == 1:
-        prompt = [messages[0], {"role": "user", "content": messages[-1]["content"]}]
-    return {"prompt": prompt, "completion": [reply], "tools": prompt_tools(mode) or []}
+    return reply
 
 
-__all__ = ["PREFER", "ROLL_IN", "Improved", "correction_record", "finish_with", "improve"]
+__all__ = ["PREFER", "ROLL_IN", "Improved", "correction_record", "finish_with", "improve", "pair_record"]

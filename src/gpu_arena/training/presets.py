@@ -124,6 +124,9 @@ class RFTDefaults:
     train_on: str = "episodes"  # fine-tune on whole episodes | "corrections": the changed turns alone
     lr_schedule: str = "constant"  # over the iterations | "linear": down to lr / iterations at the last
     constrained: bool = False  # rollouts decode under the seat's action grammar (llm.constrain)
+    # a pairwise pass after each fine-tuning pass, on the lookahead's ranked turns ("" none | "dpo")
+    preference: str = ""
+    dpo_beta: float = 0.1  # DPO's temperature: how far the pass may move from the model before it
 
 
 @dataclass(frozen=True)

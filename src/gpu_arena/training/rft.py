@@ -31,8 +31,9 @@ from ..rollouts import BACKENDS as WORKER_BACKENDS
 from .accel import Accel
 from .common import check_output_dir, describe_model, logged_run, starting_model, use_cpu
 from .curriculum import CURRICULA, world_tasks
-from .lookahead import PREFER, ROLL_IN, correction_record, improve
+from .lookahead import PREFER, ROLL_IN, correction_record, improve, pair_record
 from .moves import repeated_moves
+from .preference import PREFERENCES, preference_pass
 from .presets import PresetError, fill_defaults, get_preset, save_checkpoint
 from .progress import drop_printer
 from .rollouts import BatchedSampler, Rollout, RolloutStats, World
@@ -83,6 +84,10 @@ class RFTRun:
     roll_in: str | None = None
     prefer: str | None = None
     train_on: str | None = None
+    # a preference pass after each iteration's fine-tuning, on the lookahead's ranked turns
+    # (training.preference): "" none | "dpo"; dpo_beta its temperature
+    preference: str | None = None
+    dpo_beta: float | None = None
     # the learning rate over the iterations: "constant", or "linear" (from learning_rate down to
     # learning_rate / iterations at the last one, so the checkpoint does not end on a large step)
     lr_schedule: str | None = None
@@ -135,6 +140,12 @@ class RFTRun:
             raise PresetError(f"unknown train_on {self.train_on!r}; expected one of {', '.join(TRAIN_ON)}")
         if self.train_on == "corrections" and self.explore != "lookahead":
             raise PresetError("corrections are the lookahead's changed turns: train_on=corrections needs explore=lookahead")
+        if self.preference not in (None, "", *PREFERENCES):
+            raise PresetError(f"unknown preference {self.preference!r}; expected one of {', '.join(PREFERENCES)}")
+        if self.preference and self.explore != "lookahead":
+            raise PresetError("preference pairs are the lookahead's ranked turns: a preference pass needs explore=lookahead")
+        if self.dpo_beta is not None and not self.dpo_beta > 0:
+            raise PresetError("dpo_beta must be above 0")
         if (self.temperature or 0.0) <= 0:
             raise PresetError("temperature must be above 0 (greedy sampling gives every sample the same episode)")
         if self.workers < 0 or self.backend not in WORKER_BACKENDS:
@@ -235,10 +246,11 @@ def explore_worlds(run: RFTRun, sampler: BatchedSampler, worlds: list[World], se
         improved, stats = improve(sampler, worlds, samples=int(run.samples_per_world or 2),
                                   proposals=LOOKAHEAD_PROPOSALS if run.proposal else 0, seed=seed,
                                   finisher=run.finisher or None, roll_in=str(run.roll_in or "best"),
-                                  prefer=str(run.prefer or "greedy"))
+                                  prefer=str(run.prefer or "greedy"), pairs=bool(run.preference))
         for x in improved:
             x.rollout.corrections = [correction_record(m, a, k, sampler.prompt_mode)
                                      for k, (m, a) in enumerate(x.corrections)]
+            x.rollout.pairs = [pair_record(m, c, w, k, sampler.prompt_mode) for k, (m, c, w) in enumerate(x.pairs)]
         return [x.rollout for x in improved], stats, {x.rollout.world: x.greedy_return for x in improved}
     n = int(run.samples_per_world or 2)
     greedy: dict[World, float] | None = None
@@ -325,6 +337,13 @@ def run_rft(run: RFTRun, progress: Callable[[dict[str, Any]], None] | None = Non
                                    learning_rate=iteration_lr(run, it), epochs=float(run.epochs or 1),
                                    batch_size=int(run.batch_size or 4), seed=run.seed + it, accel=run.accel)
                 loss = float(result.training_loss)
+            pairs = [p for r in rollouts for p in r.pairs]
+            dpo_loss = float("nan")
+            if run.preference and pairs:
+                dpo_loss = float(preference_pass(
+                    model, tok, pairs, output_dir=str(out / "trainer"), learning_rate=iteration_lr(run, it),
+                    beta=float(run.dpo_beta or 0.1), epochs=float(run.epochs or 1), batch_size=int(run.batch_size or 4),
+                    seed=run.seed + it, accel=run.accel).training_loss)
             train_s = time.perf_counter() - t1
             episodes += stats.episodes
             turns = sum(r.turns for r in rollouts)
@@ -337,6 +356,7 @@ def run_rft(run: RFTRun, progress: Callable[[dict[str, Any]], None] | None = Non
                 else float("nan"),
                 "greedy_reward": statistics.fmean(greedy.values()) if greedy else float("nan"),
                 "replayed": int(run.replay or 0), "corrections": sum(len(r.corrections) for r in rollouts),
+                "pairs": len(pairs), "dpo_loss": dpo_loss,
                 # no turns (teacher replay alone): no rates, rather than a valid-action rate of 0
                 "loss": loss, "arena/valid_action_rate": sum(r.valid_turns for r in rollouts) / turns if turns
                 else float("nan"),

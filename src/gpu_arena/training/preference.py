@@ -1,0 +1,54 @@
+"""A preference pass on the lookahead's ranked turns: DPO with TRL's ``DPOTrainer``.
+
+RFT's fine-tuning pass (:mod:`gpu_arena.training.rft`) learns the moves the lookahead kept, beside
+the teacher's replayed episodes, which the SFT start already imitates: on a turn where the model's
+greedy answer lost to another move, the loss raises the better move and says nothing about the
+worse one. The lookahead knows both (:func:`gpu_arena.training.lookahead.pair_record`: the move
+played and the greedy answer it beat), so a pairwise loss can push the model's greedy answer away
+from the move the environment scored lower. Only the changed turns are paired: a DPO step costs
+about three of SFT's (the pair's two sequences, and the reference's), on prompts of whole
+conversations. DPO (Rafailov et al., 2023) does that against a frozen copy of the model as it stood before
+the pass, which keeps the step small where the pair says nothing new.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from .accel import Accel
+from .common import use_cpu
+from .progress import drop_printer
+
+PREFERENCES = ("dpo",)  # the pairwise losses a run may add (RFTRun.preference)
+
+
+def preference_pass(model: Any, tokenizer: Any, records: list[dict[str, Any]], *, output_dir: str,
+                    learning_rate: float, beta: float, epochs: float, batch_size: int, seed: int,
+                    accel: Accel | None = None) -> Any:
+    """One ``DPOTrainer`` pass over preference ``records`` (conversational ``prompt``, ``chosen``,
+    ``rejected`` and the prompt's ``tools``); the reference model is a frozen copy of ``model`` as
+    it is now. The model is trained in place; returns TRL's train output."""
+    from datasets import Dataset, Features, Json, List
+    from trl import DPOConfig, DPOTrainer
+
+    columns = ("prompt", "chosen", "rejected", "tools")
+    dataset = Dataset.from_dict({k: [r[k] for r in records] for k in columns},
+                                features=Features({k: List(Json()) for k in columns}))
+    reference = copy.deepcopy(model).eval()
+    for p in reference.parameters():
+        p.requires_grad_(False)
+    args = DPOConfig(
+        output_dir=output_dir, num_train_epochs=float(epochs), per_device_train_batch_size=int(batch_size),
+        learning_rate=float(learning_rate), lr_scheduler_type="constant", warmup_steps=0, logging_steps=1,
+        save_strategy="no", report_to="none", seed=seed, data_seed=seed, beta=float(beta), max_length=8192,
+        use_cpu=use_cpu(), dataloader_num_workers=0, disable_tqdm=True, weight_decay=0.0,
+        **(accel or Accel()).trainer_args(),
+    )
+    trainer = DPOTrainer(model=model, ref_model=reference, args=args, train_dataset=dataset,
+                         processing_class=tokenizer)
+    drop_printer(trainer)
+    return trainer.train()
+
+
+__all__ = ["PREFERENCES", "preference_pass"]
