@@ -94,28 +94,49 @@ def tokenizer(tiny_sft: Path) -> Any:
     return load_pretrained(tiny_sft)[1]
 
 
-def test_the_grammar_offers_the_short_form_exactly_with_a_plan(tokenizer: Any) -> None:
+@pytest.mark.parametrize("mode", ["tools", "json"])
+def test_the_grammar_offers_the_short_form_exactly_with_a_plan(tokenizer: Any, mode: str) -> None:
+    """The compiled turn grammar, ``fits_ids`` and ``reply_fits`` (the generic grammar plus the
+    lists) agree with the plan on every pooled job of every turn, in both reply frames."""
     import llguidance
+
+    from gpu_arena.llm.matching import reply_fits
 
     lltok = grammar_tokenizer(tokenizer)
     offered = refused = 0
-    for seed in SEEDS:
+    for seed in SEEDS[:5]:
         for view, _action, _messages in teacher_turns("coalition_market", seed, "tools"):
             lists = legal_lists(view)
-            grammar = seat_grammar(view).lark
+            grammar = seat_grammar(view, mode).lark
             for job in [j.job_id for j in view.private_jobs if j.pooled]:
-                _, calls = render_reply(_short(job), "tools", "call_0")
-                text = tokenizer.apply_chat_template([{"role": "assistant", "content": "", "tool_calls": calls}],
-                                                     tokenize=False)
-                reply = text[text.index("<tool_call>"):text.index("</tool_call>") + len("</tool_call>")]
+                content, calls = render_reply(_short(job), mode, "call_0")
+                if mode == "tools":
+                    text = tokenizer.apply_chat_template(
+                        [{"role": "assistant", "content": "", "tool_calls": calls}], tokenize=False)
+                    reply = text[text.index("<tool_call>"):text.index("</tool_call>") + len("</tool_call>")]
+                else:
+                    reply = content
                 ids = tokenizer.encode(reply, add_special_tokens=False)
                 m = llguidance.LLMatcher(lltok, grammar, log_level=0)
                 fits = m.try_consume_tokens(ids) == len(ids) and m.is_accepting()
                 planned = job in pool_jobs(view)
                 assert fits == planned == fits_ids("form_coalition", {"job_id": job}, lists), (seed, job)
+                assert reply_fits(tokenizer, [*ids, tokenizer.eos_token_id], lists, mode) == planned
                 offered += planned
                 refused += not planned
     assert offered >= 2 and refused >= 2
+
+
+def test_a_field_written_as_zero_is_not_the_short_form() -> None:
+    env = GpuArenaEnv(task="coalition_market", split="train")
+    obs = env.reset(seed=0)
+    plan = pool_plan(obs)
+    assert plan is not None
+    job = str(plan.job_id)
+    for extra in ({"payment": 0}, {"member_lab_ids": []}, {"shares": {}}, {"message": ""}):
+        written = parse_action({"action_type": "form_coalition", "job_id": job, **extra})
+        assert not is_short(written) and expand(written, obs) is written, extra
+    assert is_short(parse_action({"action_type": "form_coalition", "job_id": job}))
 
 
 def test_a_short_form_without_a_plan_is_left_to_the_rules() -> None:

@@ -148,6 +148,7 @@ def test_train_grpo_refuses_a_server_that_does_not_answer(tmp_path: Path, checkp
     (["--epochs", "inf"], "--epochs must be a finite number above 0"),
     (["--min-return", "nan"], "--min-return must be a finite number"),
     (["--dpo-beta", "0"], "--dpo-beta must be a finite number above 0"),
+    (["--dpo-lr-scale", "inf"], "--dpo-lr-scale must be a finite number above 0"),
     (["--preference", "ipo"], "unknown preference 'ipo'"),
     (["--preference", "dpo", "--explore", "turn", "--no-anchors"], "a preference pass needs explore=lookahead"),
     (["--seed", "-1"], "--seed"),

@@ -201,6 +201,8 @@ def train_rft(
                                                      "fine-tuning: dpo ('' for none)"),
     dpo_beta: float | None = typer.Option(None, "--dpo-beta", help="DPO's beta (how far a pass moves from the "
                                                                     "model before it)"),
+    dpo_lr_scale: float | None = typer.Option(None, "--dpo-lr-scale", help="the DPO pass's learning rate over "
+                                                                            "the iteration's"),
     replay: int | None = typer.Option(None, min=0, max=MAX_SEEDS,
                                       help="fresh teacher episodes mixed into each iteration"),
     teacher: str | None = typer.Option(None, help="the replayed teacher policy"),
@@ -232,6 +234,7 @@ def train_rft(
     check_number("--epochs", epochs)
     check_finite("--min-return", min_return)
     check_number("--dpo-beta", dpo_beta)
+    check_number("--dpo-lr-scale", dpo_lr_scale)
     check_scripted("--proposal", proposal, none=True)
     check_scripted("--finisher", finisher, none=True)
     check_scripted("--teacher", teacher)
@@ -243,7 +246,7 @@ def train_rft(
                      temperature=temperature, learning_rate=lr, lr_schedule=lr_schedule, epochs=epochs,
                      explore=explore, proposal=proposal, finisher=finisher, roll_in=roll_in, prefer=prefer,
                      train_on=train_on, replay=replay, teacher=teacher, cumulative=cumulative, anchors=anchors,
-                     preference=preference, dpo_beta=dpo_beta,
+                     preference=preference, dpo_beta=dpo_beta, dpo_lr_scale=dpo_lr_scale,
                      constrained=constrained, min_return=min_return, workers=workers, backend=backend, seed=seed,
                      db=db, overwrite=overwrite)
         run.resolved().validate()  # the run's own checks (--explore, --roll-in, --replay, ...) first

@@ -46,12 +46,19 @@ def pool_jobs(view: Any) -> list[str]:
     return [str(plan.job_id)] if plan is not None else []
 
 
+_OTHER_FIELDS = ("member_lab_ids", "block_ids", "requested_block_ids", "shares", "payment", "expires_in", "message")
+
+
 def is_short(action: Any) -> bool:
-    """Whether ``action`` is a ``form_coalition`` that names its job and nothing else."""
-    if getattr(action, "action_type", None) != SHORT_FORM:
+    """Whether ``action`` is a ``form_coalition`` that names its job and nothing else: a field
+    written as zero or empty (``"payment": 0``) is written, so that reply is not short (the
+    grammar and :func:`~gpu_arena.llm.constrain.fits_ids` read it the same way)."""
+    if getattr(action, "action_type", None) != SHORT_FORM or not getattr(action, "job_id", None):
         return False
-    return bool(action.job_id) and not any((action.member_lab_ids, action.block_ids, action.requested_block_ids,
-                                            action.shares, action.payment, action.expires_in, action.message))
+    written = getattr(action, "model_fields_set", None)  # an ArenaAction knows what its sender wrote
+    if written is not None:
+        return set(written) <= {"action_type", "job_id"}
+    return all(getattr(action, f, None) in (None, (), [], {}, 0, 0.0, "") for f in _OTHER_FIELDS)
 
 
 def expand(action: Any, view: Any) -> Any:

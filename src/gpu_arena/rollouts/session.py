@@ -304,8 +304,9 @@ class Session:
 
         driver = make_policy(policy, seed=seed)
         bind_world(self.env.episode, driver)  # a policy that plans with the world moves the episode, saying why
-        view = seat_view(driver, self.env.episode, self.config.seat)
-        content, calls = render_reply(shorten(driver.act(view), view), "tools", "call_0")
+        # shortened against the observation play() expands it with: the round trip is exact
+        content, calls = render_reply(shorten(driver.act(seat_view(driver, self.env.episode, self.config.seat)),
+                                              self.obs), "tools", "call_0")
         return content, calls, 0
 
     def fork(self, key: int) -> Session:

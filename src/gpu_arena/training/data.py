@@ -110,7 +110,7 @@ def play_episode_record(policy: str, task: str, split: str, seed: int, *, mode: 
         """The driver's action as the agent would write it, read back by the agents' parser."""
         conv.observe(current)
         # written in the short form where the planner fills it back (llm.pooling), read back as played
-        content, calls = render_reply(shorten(driver.act(view), view), mode, f"call_{next(turns)}")
+        content, calls = render_reply(shorten(driver.act(view), current), mode, f"call_{next(turns)}")
         conv.reply(content, calls)
         parsed = expand(parse_action(calls if calls else content), current)
         if isinstance(parsed, FormatError):  # a rendering the parser cannot read is a bug here, not data

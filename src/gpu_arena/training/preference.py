@@ -21,34 +21,57 @@ from .common import use_cpu
 from .progress import drop_printer
 
 PREFERENCES = ("dpo",)  # the pairwise losses a run may add (RFTRun.preference)
+MAX_LENGTH = 8192  # tokens of a pair's prompt and longer answer, as the fine-tuning pass's bound
+
+
+def fitting_pairs(tokenizer: Any, records: list[dict[str, Any]], max_length: int = MAX_LENGTH) -> list[dict[str, Any]]:
+    """The preference ``records`` whose prompt and both answers fit ``max_length`` tokens. TRL
+    would drop a row whose prompt alone fills it and cut the answers of a longer one; a pass on
+    the rows left says what it trained on, and a pass with none left is skipped."""
+    kept = []
+    for r in records:
+        longest = max(len(tokenizer.apply_chat_template(r["prompt"] + r[side], tools=r["tools"] or None, tokenize=True,
+                                                        return_dict=True)["input_ids"]) for side in ("chosen", "rejected"))
+        if longest <= max_length:
+            kept.append(r)
+    return kept
+
+
+def reference_copy(model: Any) -> Any:
+    """A frozen copy of ``model`` built from its config and weights: a trainer may have wrapped
+    the model's ``forward`` (a copy of the object would call the wrapped, trained model)."""
+    reference = type(model)(copy.deepcopy(model.config))
+    reference.load_state_dict(model.state_dict())
+    reference.to(device=model.device, dtype=model.dtype).eval()
+    for p in reference.parameters():
+        p.requires_grad_(False)
+    return reference
 
 
 def preference_pass(model: Any, tokenizer: Any, records: list[dict[str, Any]], *, output_dir: str,
                     learning_rate: float, beta: float, epochs: float, batch_size: int, seed: int,
                     accel: Accel | None = None) -> Any:
     """One ``DPOTrainer`` pass over preference ``records`` (conversational ``prompt``, ``chosen``,
-    ``rejected`` and the prompt's ``tools``); the reference model is a frozen copy of ``model`` as
-    it is now. The model is trained in place; returns TRL's train output."""
+    ``rejected`` and the prompt's ``tools``; :func:`fitting_pairs` first), against
+    :func:`reference_copy` of ``model`` as it is now. The model is trained in place; returns TRL's
+    train output."""
     from datasets import Dataset, Features, Json, List
     from trl import DPOConfig, DPOTrainer
 
     columns = ("prompt", "chosen", "rejected", "tools")
     dataset = Dataset.from_dict({k: [r[k] for r in records] for k in columns},
                                 features=Features({k: List(Json()) for k in columns}))
-    reference = copy.deepcopy(model).eval()
-    for p in reference.parameters():
-        p.requires_grad_(False)
     args = DPOConfig(
         output_dir=output_dir, num_train_epochs=float(epochs), per_device_train_batch_size=int(batch_size),
         learning_rate=float(learning_rate), lr_scheduler_type="constant", warmup_steps=0, logging_steps=1,
-        save_strategy="no", report_to="none", seed=seed, data_seed=seed, beta=float(beta), max_length=8192,
+        save_strategy="no", report_to="none", seed=seed, data_seed=seed, beta=float(beta), max_length=MAX_LENGTH,
         use_cpu=use_cpu(), dataloader_num_workers=0, disable_tqdm=True, weight_decay=0.0,
         **(accel or Accel()).trainer_args(),
     )
-    trainer = DPOTrainer(model=model, ref_model=reference, args=args, train_dataset=dataset,
+    trainer = DPOTrainer(model=model, ref_model=reference_copy(model), args=args, train_dataset=dataset,
                          processing_class=tokenizer)
     drop_printer(trainer)
     return trainer.train()
 
 
-__all__ = ["PREFERENCES", "preference_pass"]
+__all__ = ["MAX_LENGTH", "PREFERENCES", "fitting_pairs", "preference_pass", "reference_copy"]

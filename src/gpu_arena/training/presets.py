@@ -127,6 +127,7 @@ class RFTDefaults:
     # a pairwise pass after each fine-tuning pass, on the lookahead's ranked turns ("" none | "dpo")
     preference: str = ""
     dpo_beta: float = 0.1  # DPO's temperature: how far the pass may move from the model before it
+    dpo_lr_scale: float = 1.0  # the pass's learning rate over the iteration's (decision 0042)
 
 
 @dataclass(frozen=True)

@@ -19,6 +19,7 @@ control that says what the environment-chosen episodes add (decision 0020 measur
 
 from __future__ import annotations
 
+import math
 import random
 import statistics
 import time
@@ -33,7 +34,7 @@ from .common import check_output_dir, describe_model, logged_run, starting_model
 from .curriculum import CURRICULA, world_tasks
 from .lookahead import PREFER, ROLL_IN, correction_record, improve, pair_record
 from .moves import repeated_moves
-from .preference import PREFERENCES, preference_pass
+from .preference import PREFERENCES, fitting_pairs, preference_pass
 from .presets import PresetError, fill_defaults, get_preset, save_checkpoint
 from .progress import drop_printer
 from .rollouts import BatchedSampler, Rollout, RolloutStats, World
@@ -88,6 +89,7 @@ class RFTRun:
     # (training.preference): "" none | "dpo"; dpo_beta its temperature
     preference: str | None = None
     dpo_beta: float | None = None
+    dpo_lr_scale: float | None = None  # the pass's learning rate: the iteration's times this
     # the learning rate over the iterations: "constant", or "linear" (from learning_rate down to
     # learning_rate / iterations at the last one, so the checkpoint does not end on a large step)
     lr_schedule: str | None = None
@@ -144,8 +146,10 @@ class RFTRun:
             raise PresetError(f"unknown preference {self.preference!r}; expected one of {', '.join(PREFERENCES)}")
         if self.preference and self.explore != "lookahead":
             raise PresetError("preference pairs are the lookahead's ranked turns: a preference pass needs explore=lookahead")
-        if self.dpo_beta is not None and not self.dpo_beta > 0:
-            raise PresetError("dpo_beta must be above 0")
+        for name in ("dpo_beta", "dpo_lr_scale"):
+            value = getattr(self, name)
+            if value is not None and not (math.isfinite(value) and value > 0):
+                raise PresetError(f"{name} must be a finite number above 0")
         if (self.temperature or 0.0) <= 0:
             raise PresetError("temperature must be above 0 (greedy sampling gives every sample the same episode)")
         if self.workers < 0 or self.backend not in WORKER_BACKENDS:
@@ -337,11 +341,12 @@ def run_rft(run: RFTRun, progress: Callable[[dict[str, Any]], None] | None = Non
                                    learning_rate=iteration_lr(run, it), epochs=float(run.epochs or 1),
                                    batch_size=int(run.batch_size or 4), seed=run.seed + it, accel=run.accel)
                 loss = float(result.training_loss)
-            pairs = [p for r in rollouts for p in r.pairs]
+            pairs = fitting_pairs(tok, [p for r in rollouts for p in r.pairs]) if run.preference else []
             dpo_loss = float("nan")
-            if run.preference and pairs:
+            if pairs:
                 dpo_loss = float(preference_pass(
-                    model, tok, pairs, output_dir=str(out / "trainer"), learning_rate=iteration_lr(run, it),
+                    model, tok, pairs, output_dir=str(out / "trainer"),
+                    learning_rate=iteration_lr(run, it) * float(run.dpo_lr_scale or 1.0),
                     beta=float(run.dpo_beta or 0.1), epochs=float(run.epochs or 1), batch_size=int(run.batch_size or 4),
                     seed=run.seed + it, accel=run.accel).training_loss)
             train_s = time.perf_counter() - t1
@@ -356,7 +361,8 @@ def run_rft(run: RFTRun, progress: Callable[[dict[str, Any]], None] | None = Non
                 else float("nan"),
                 "greedy_reward": statistics.fmean(greedy.values()) if greedy else float("nan"),
                 "replayed": int(run.replay or 0), "corrections": sum(len(r.corrections) for r in rollouts),
-                "pairs": len(pairs), "dpo_loss": dpo_loss,
+                # the lookahead's pairs, and those short enough to train on (preference.fitting_pairs)
+                "pairs": sum(len(r.pairs) for r in rollouts), "pairs_trained": len(pairs), "dpo_loss": dpo_loss,
                 # no turns (teacher replay alone): no rates, rather than a valid-action rate of 0
                 "loss": loss, "arena/valid_action_rate": sum(r.valid_turns for r in rollouts) / turns if turns
                 else float("nan"),
