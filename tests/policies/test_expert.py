@@ -312,25 +312,32 @@ def test_rule_expert_does_not_hold_a_block_its_other_job_needs_when_the_pool_com
 
 def test_rule_expert_short_names_no_blocks_without_a_job_and_otherwise_plays_rule_expert():
     """The short-form teacher (decision 0040): where rule_expert allocates named blocks without a job,
-    it writes allocate_to_job() (the whole best plan); every other move of the episode up to there is
-    rule_expert's."""
+    it writes allocate_to_job() (the whole best plan), unless the plan runs a block promised to a
+    coalition still gathering consents (decision 0042: the whole plan would break it); every other
+    move of the episode up to there is rule_expert's."""
     from gpu_arena.core.types import Action
+    from gpu_arena.policies.expert import promised_blocks
 
-    rewritten = 0
-    for seed in range(6):
+    rewritten = kept_named = 0
+    for seed in range(12):
         world = generate_world("coalition_market", "train", seed)
         ep = Episode(world, controlled=("lab_0",))
         short, plain = make_policy("rule_expert_short", seed=seed), make_policy("rule_expert", seed=seed)
         diverged = False
         while not ep.done:
-            a = short.act(seat_view(short, ep, "lab_0"))
-            assert not (a.action_type == "allocate_to_job" and a.block_ids and not a.job_id)
+            view = seat_view(short, ep, "lab_0")
+            a = short.act(view)
+            planned = {b for ids in view.best_plan.values() for b in ids}
+            held = bool(planned & promised_blocks(view))
+            if a.action_type == "allocate_to_job" and not a.job_id:
+                assert bool(a.block_ids) == held  # named exactly where the whole plan would break a coalition
+                kept_named += held
             if not diverged:
                 b = plain.act(seat_view(plain, ep, "lab_0"))
                 if a != b:
-                    assert b.action_type == "allocate_to_job" and b.block_ids and not b.job_id
+                    assert b.action_type == "allocate_to_job" and b.block_ids and not b.job_id and not held
                     assert a == Action("allocate_to_job")
                     rewritten += 1
                     diverged = True  # the states differ from here on
             ep.step({"lab_0": a})
-    assert rewritten >= 2
+    assert rewritten >= 2 and kept_named >= 1
