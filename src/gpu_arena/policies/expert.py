@@ -486,7 +486,7 @@ class ShortFormExpertPolicy(RuleExpertPolicy):
     consents (:func:`promised_blocks`): allocating the whole plan would allocate that block and
     break the coalition, so the named allocation stays (decision 0042: with the short form there,
     17 of its 29 proposals on ``coalition_market`` validation failed, against 6 of 25 for
-    ``rule_expert``, and it scored +0.0103 against +0.0144; keeping the name, 6 of 29 and
+    ``rule_expert``, and it scored +0.0103 against +0.0144; keeping the name, 6 of 25 and
     +0.0141)."""
 
     name = "rule_expert_short"
