@@ -138,8 +138,11 @@ def test_actions_without_a_legal_required_id_are_not_offered() -> None:
     grammar = action_grammar(legal)
     assert "accept_offer" not in grammar.actions and "release_capacity" not in grammar.actions
     assert "commit_to_coalition" not in grammar.actions and "reserve_capacity" not in grammar.actions
-    assert {"send_offer", "wait", "finish", "allocate_to_job"} <= set(grammar.actions)
+    assert {"wait", "finish", "allocate_to_job"} <= set(grammar.actions)
+    assert "send_offer" not in grammar.actions  # a lab to write to but no block to name: money alone is no offer
     assert "block_ids" not in grammar.lark  # no legal block: no block field anywhere
+    legal["send_offer"]["requested_block_ids"] = ["b_1_0"]
+    assert "send_offer" in action_grammar(legal).actions
 
 
 @pytest.mark.parametrize("task", TASKS)
@@ -330,7 +333,8 @@ def test_a_reply_fits_exactly_when_its_turns_grammar_accepts_it(tokenizer: Any, 
 def test_a_reply_out_of_its_turns_grammar_does_not_fit(tokenizer: Any) -> None:
     """Each way a well-formed reply leaves the turn's grammar is caught without compiling it: an id
     not legal, a list out of the view's order or with an id twice, an action not offered, an offer
-    that gives and asks nothing, a missing end token; the turn's own matcher agrees on every case."""
+    that names no block (empty, or money alone: decision 0042), a missing end token; the turn's own
+    matcher agrees on every case."""
     import llguidance
 
     from gpu_arena.llm.matching import reply_fits
@@ -357,8 +361,9 @@ def test_a_reply_out_of_its_turns_grammar_does_not_fit(tokenizer: Any) -> None:
         ("accept_offer", '{"offer_id": "o_1"}', True): False,  # not offered
         ("send_offer", '{"target_lab_id": "lab_1"}', True): False,  # an empty offer
         ("send_offer", '{"target_lab_id": "lab_1", "payment": 0.0, "expires_in": 2}', True): False,  # empty
-        ("send_offer", '{"target_lab_id": "lab_1", "payment": 0.0, "requested_payment": 2.5}', True): True,
-        ("send_offer", '{"target_lab_id": "lab_1", "payment": 0.0001}', True): True,
+        ("send_offer", '{"target_lab_id": "lab_1", "payment": 0.0, "requested_payment": 2.5}', True): False,
+        ("send_offer", '{"target_lab_id": "lab_1", "payment": 0.0001}', True): False,  # money alone
+        ("send_offer", '{"target_lab_id": "lab_1", "block_ids": ["b_0_1"], "requested_payment": 2.5}', True): True,
         ("wait", "{}", False): False,  # no end token
     }
     for (name, arguments, end), expected in cases.items():
