@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..core.serialize import coerce_action
 from ..core.types import Action
 from ..models import ArenaAction
 
@@ -82,7 +83,7 @@ def shorten(action: Any, view: Any) -> Any:
     if getattr(action, "action_type", None) != SHORT_FORM or is_short(action):
         return action
     plan = pool_plan(view)
-    if plan is None or plan != _as_core(action):
+    if plan is None or plan != coerce_action(action):
         return action
     return Action(SHORT_FORM, job_id=plan.job_id)
 
@@ -99,12 +100,6 @@ def pool_line(view: Any) -> str | None:
     members = ", ".join(f"{lab} {asked.count(lab)}" for lab in plan.member_lab_ids)
     return (f"Pool now: form_coalition with job_id {plan.job_id} alone asks {members} blocks with "
             f"{len(plan.block_ids)} of yours, paying {plan.payment:.2f}, open {plan.expires_in} rounds.")
-
-
-def _as_core(action: Any) -> Any:
-    from ..core.serialize import coerce_action
-
-    return coerce_action(action)
 
 
 __all__ = ["SHORT_FORM", "expand", "is_short", "pool_jobs", "pool_line", "pool_plan", "shorten"]
