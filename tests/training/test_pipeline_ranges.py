@@ -79,8 +79,10 @@ def test_command_line_round_trips_the_new_options(tmp_path: Path, monkeypatch: p
     import gpu_arena.training.pipeline as pipeline
 
     run = PipelineRun(output=str(tmp_path / "out"), preset="tiny", tasks=THREE, curriculum="ordered",
-                      eval_range="test", reopen=True, eval_tasks=("coalition_market",), teacher="rule_expert_short")
+                      eval_range="test", reopen=True, eval_tasks=("coalition_market",), teacher="rule_expert_short",
+                      preference="dpo", dpo_beta=0.2, dpo_lr_scale=0.5)
     cmd = run.command_line()
+    assert "--preference dpo --dpo-beta 0.2 --dpo-lr-scale 0.5" in cmd
     assert "--tasks single_trade,market_round,coalition_market" in cmd and "--curriculum ordered" in cmd
     assert "--teacher rule_expert_short" in cmd
     assert "--eval-range test" in cmd and cmd.endswith("--reopen")

@@ -175,6 +175,10 @@ def test_train_rft_refuses_bad_options_before_loading(tmp_path: Path, checkpoint
     (["--eval-range", "future"], "unknown --eval-range 'future'"),
     (["--eval-range", "test", "--eval-seeds", "10001"], "the test range holds 10,000 seeds"),
     (["--curriculum", "ordered", "--rl", "grpo"], "--curriculum orders RFT's iterations"),
+    (["--preference", "ipo"], "unknown preference 'ipo'"),
+    (["--preference", "dpo", "--rl", "grpo"], "--preference and its --dpo-* options are RFT's"),
+    (["--dpo-beta", "0"], "--dpo-beta must be a finite number above 0"),
+    (["--dpo-lr-scale", "nan"], "--dpo-lr-scale must be a finite number above 0"),
 ])
 def test_train_pipeline_refuses_bad_options_before_the_data_stage(tmp_path: Path, extra: list[str],
                                                                   says: str) -> None:

@@ -282,6 +282,12 @@ def train_pipeline(
     rl_steps: int | None = typer.Option(None, "--rl-steps", min=1, help="RL iterations (rft) or steps (grpo)"),
     rl_worlds: int | None = typer.Option(None, "--rl-worlds", min=0, help="RFT: fresh worlds per iteration (0: the "
                                                                         "teacher replay alone, the control)"),
+    preference: str | None = typer.Option(None, help="RFT: a pass on the lookahead's ranked turns after each "
+                                                     "fine-tuning: dpo ('' for none; default: the preset's)"),
+    dpo_beta: float | None = typer.Option(None, "--dpo-beta", help="RFT: DPO's beta (how far a pass moves from the "
+                                                                   "model before it)"),
+    dpo_lr_scale: float | None = typer.Option(None, "--dpo-lr-scale", help="RFT: the DPO pass's learning rate over "
+                                                                           "the iteration's"),
     constrained: bool | None = typer.Option(None, "--constrained/--free", help="decode under the seat's action "
                                             "grammar in RL rollouts and the evaluation (default: the preset's)"),
     data_seeds: int | None = typer.Option(None, min=1, max=MAX_SEEDS, help="teacher episodes per task (train "
@@ -316,10 +322,13 @@ def train_pipeline(
     run = PipelineRun(output=output, preset=preset, tasks=task_list(tasks, "--tasks"), curriculum=curriculum,
                       eval_range=eval_range, reopen=reopen, from_stage=from_stage, to_stage=to_stage,
                       rl_method=rl_method, model=model, teacher=teacher, data_seeds=data_seeds, sft_steps=max_steps,
-                      rl_iterations=rl_steps, rl_worlds=rl_worlds, constrained=constrained, eval_seeds=eval_seeds,
+                      rl_iterations=rl_steps, rl_worlds=rl_worlds, preference=preference, dpo_beta=dpo_beta,
+                      dpo_lr_scale=dpo_lr_scale, constrained=constrained, eval_seeds=eval_seeds,
                       eval_tasks=tuple(split_list(eval_tasks)) if eval_tasks else None, workers=workers,
                       backend=backend, seed=seed, db=db,
                       lora=lora, accel=training_accel(use_vllm, vllm_mode, vllm_server_url, bf16, gradient_checkpointing))
+    check_number("--dpo-beta", dpo_beta)
+    check_number("--dpo-lr-scale", dpo_lr_scale)
     try:
         # the run's own checks (stages, tasks, --rl, and the model the sft stage starts from) before the
         # data stage plays its episodes
