@@ -132,6 +132,24 @@ def test_the_teacher_replaces_the_presets_own_wherever_it_appears() -> None:
     assert PipelineRun(output="o", teacher=None).resolved().teacher == "rule_expert"
 
 
+def test_the_rl_stage_hands_the_preference_pass_to_rft(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import contextlib
+
+    import gpu_arena.training.pipeline as pipeline
+    import gpu_arena.training.rft as rft
+
+    seen: list[Any] = []
+
+    def capture(r: Any, progress: Any = None) -> dict[str, Any]:
+        seen.append(r)
+        return {"run_id": "x", "steps": 1}
+
+    monkeypatch.setattr(rft, "run_rft", capture)
+    run = PipelineRun(output=str(tmp_path), preset="small", preference="dpo", dpo_beta=0.2, rl_iterations=1).resolved()
+    pipeline._stage_rl(run, pipeline.Paths(tmp_path), lambda *a: contextlib.nullcontext(None))
+    assert (seen[0].preference, seen[0].dpo_beta, seen[0].dpo_lr_scale) == ("dpo", 0.2, None)
+
+
 def test_eval_on_every_task_trained_on_and_the_extra_ones() -> None:
     run = PipelineRun(output="o", preset="small", tasks=("coalition_market", "market_round")).resolved()
     assert run.eval_tasks == ("coalition_market", "market_round")  # the preset's extra task once, not twice
