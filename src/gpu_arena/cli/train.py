@@ -14,7 +14,10 @@ from .options import MAX_SEEDS, split_list, task_list
 from .train_checks import (
     BF16_HELP,
     CKPT_HELP,
+    DPO_BETA_HELP,
+    DPO_LR_SCALE_HELP,
     MAX_TRAIN_SEED,
+    PREFERENCE_HELP,
     VLLM_HELP,
     VLLM_MODE_HELP,
     check_env_url,
@@ -197,12 +200,9 @@ def train_rft(
                                                   "greedy)"),
     prefer: str | None = typer.Option(None, help="lookahead ties: greedy | proposal"),
     train_on: str | None = typer.Option(None, help="episodes | corrections (the lookahead's changed turns)"),
-    preference: str | None = typer.Option(None, help="a pass on the lookahead's ranked turns after each "
-                                                     "fine-tuning: dpo ('' for none)"),
-    dpo_beta: float | None = typer.Option(None, "--dpo-beta", help="DPO's beta (how far a pass moves from the "
-                                                                    "model before it)"),
-    dpo_lr_scale: float | None = typer.Option(None, "--dpo-lr-scale", help="the DPO pass's learning rate over "
-                                                                            "the iteration's"),
+    preference: str | None = typer.Option(None, help=PREFERENCE_HELP),
+    dpo_beta: float | None = typer.Option(None, "--dpo-beta", help=DPO_BETA_HELP),
+    dpo_lr_scale: float | None = typer.Option(None, "--dpo-lr-scale", help=DPO_LR_SCALE_HELP),
     replay: int | None = typer.Option(None, min=0, max=MAX_SEEDS,
                                       help="fresh teacher episodes mixed into each iteration"),
     teacher: str | None = typer.Option(None, help="the replayed teacher policy"),
@@ -282,12 +282,9 @@ def train_pipeline(
     rl_steps: int | None = typer.Option(None, "--rl-steps", min=1, help="RL iterations (rft) or steps (grpo)"),
     rl_worlds: int | None = typer.Option(None, "--rl-worlds", min=0, help="RFT: fresh worlds per iteration (0: the "
                                                                         "teacher replay alone, the control)"),
-    preference: str | None = typer.Option(None, help="RFT: a pass on the lookahead's ranked turns after each "
-                                                     "fine-tuning: dpo ('' for none; default: the preset's)"),
-    dpo_beta: float | None = typer.Option(None, "--dpo-beta", help="RFT: DPO's beta (how far a pass moves from the "
-                                                                   "model before it)"),
-    dpo_lr_scale: float | None = typer.Option(None, "--dpo-lr-scale", help="RFT: the DPO pass's learning rate over "
-                                                                           "the iteration's"),
+    preference: str | None = typer.Option(None, help="RFT: " + PREFERENCE_HELP),
+    dpo_beta: float | None = typer.Option(None, "--dpo-beta", help="RFT: " + DPO_BETA_HELP),
+    dpo_lr_scale: float | None = typer.Option(None, "--dpo-lr-scale", help="RFT: " + DPO_LR_SCALE_HELP),
     constrained: bool | None = typer.Option(None, "--constrained/--free", help="decode under the seat's action "
                                             "grammar in RL rollouts and the evaluation (default: the preset's)"),
     data_seeds: int | None = typer.Option(None, min=1, max=MAX_SEEDS, help="teacher episodes per task (train "

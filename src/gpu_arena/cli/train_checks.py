@@ -139,6 +139,10 @@ BF16_HELP = "bfloat16 training (GPUs; refused on a CPU, where it measures ~100x 
 CKPT_HELP = "gradient checkpointing (less memory, more compute: large models on GPUs)"
 VLLM_HELP = "generate GRPO rollouts with vLLM (TRL's use_vllm; needs vllm installed, a GPU)"
 VLLM_MODE_HELP = "colocate (vLLM in the trainer's process) | server (a `trl vllm-serve` process)"
+# RFT's preference pass, the same words in `train rft` and `train pipeline`
+PREFERENCE_HELP = "a pass on the lookahead's ranked turns after each fine-tuning: dpo ('' for none)"
+DPO_BETA_HELP = "DPO's beta (how far a pass moves from the model before it)"
+DPO_LR_SCALE_HELP = "the DPO pass's learning rate over the iteration's"
 
 
 def train_errors() -> tuple[type[Exception], ...]:
