@@ -14,7 +14,7 @@ from ..evaluation.ranges import DEFAULT_RANGE, RANGES, get_range
 from ..policies import policy_names
 from .accel import Accel
 from .curriculum import CURRICULA
-from .preference import PREFERENCES
+from .preference import check_preference
 from .presets import PresetError, check_starting_model, get_preset
 
 STAGES = ("data", "sft", "rl", "eval")
@@ -155,10 +155,6 @@ class PipelineRun:
 
     def _validate_preference(self) -> None:
         # found before the data and sft stages spend an hour, not when the rl stage builds its run
-        if self.preference not in (None, "", *PREFERENCES):
-            raise PresetError(f"unknown preference {self.preference!r}; expected one of {', '.join(PREFERENCES)}")
         if (self.preference or self.dpo_beta is not None or self.dpo_lr_scale is not None) and self.rl_method == "grpo":
             raise PresetError("--preference and its --dpo-* options are RFT's: a pass on its lookahead's ranked turns")
-        if self.preference and get_preset(self.preset).rft.explore != "lookahead":
-            raise PresetError(f"a preference pass needs the lookahead's ranked turns; preset {self.preset!r} "
-                              "explores otherwise")
+        check_preference(self.preference, get_preset(self.preset).rft.explore, self.dpo_beta, self.dpo_lr_scale)

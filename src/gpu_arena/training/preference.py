@@ -14,14 +14,30 @@ the pass, which keeps the step small where the pair says nothing new.
 from __future__ import annotations
 
 import copy
+import math
 from typing import Any
 
 from .accel import Accel
 from .common import use_cpu
+from .presets import PresetError
 from .progress import drop_printer
 
 PREFERENCES = ("dpo",)  # the pairwise losses a run may add (RFTRun.preference)
 MAX_LENGTH = 8192  # tokens of a pair's prompt and longer answer, as the fine-tuning pass's bound
+
+
+def check_preference(preference: str | None, explore: str | None, dpo_beta: float | None,
+                     dpo_lr_scale: float | None) -> None:
+    """The preference pass's settings, refused with a :class:`PresetError` where the pass cannot run:
+    an unknown loss, no lookahead to rank turns, a DPO number that is not finite and above 0. RFT's
+    run and the pipeline (before its data stage) both check here."""
+    if preference not in (None, "", *PREFERENCES):
+        raise PresetError(f"unknown preference {preference!r}; expected one of {', '.join(PREFERENCES)}")
+    if preference and explore != "lookahead":
+        raise PresetError("preference pairs are the lookahead's ranked turns: a preference pass needs explore=lookahead")
+    for name, value in (("dpo_beta", dpo_beta), ("dpo_lr_scale", dpo_lr_scale)):
+        if value is not None and not (math.isfinite(value) and value > 0):
+            raise PresetError(f"{name} must be a finite number above 0")
 
 
 def fitting_pairs(tokenizer: Any, records: list[dict[str, Any]], max_length: int = MAX_LENGTH) -> list[dict[str, Any]]:

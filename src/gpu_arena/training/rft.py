@@ -19,7 +19,6 @@ control that says what the environment-chosen episodes add (decision 0020 measur
 
 from __future__ import annotations
 
-import math
 import random
 import statistics
 import time
@@ -34,7 +33,7 @@ from .common import check_output_dir, describe_model, logged_run, starting_model
 from .curriculum import CURRICULA, world_tasks
 from .lookahead import PREFER, ROLL_IN, correction_record, improve, pair_record
 from .moves import repeated_moves
-from .preference import PREFERENCES, fitting_pairs, preference_pass
+from .preference import check_preference, fitting_pairs, preference_pass
 from .presets import PresetError, fill_defaults, get_preset, save_checkpoint
 from .progress import drop_printer
 from .rollouts import BatchedSampler, Rollout, RolloutStats, World
@@ -142,14 +141,7 @@ class RFTRun:
             raise PresetError(f"unknown train_on {self.train_on!r}; expected one of {', '.join(TRAIN_ON)}")
         if self.train_on == "corrections" and self.explore != "lookahead":
             raise PresetError("corrections are the lookahead's changed turns: train_on=corrections needs explore=lookahead")
-        if self.preference not in (None, "", *PREFERENCES):
-            raise PresetError(f"unknown preference {self.preference!r}; expected one of {', '.join(PREFERENCES)}")
-        if self.preference and self.explore != "lookahead":
-            raise PresetError("preference pairs are the lookahead's ranked turns: a preference pass needs explore=lookahead")
-        for name in ("dpo_beta", "dpo_lr_scale"):
-            value = getattr(self, name)
-            if value is not None and not (math.isfinite(value) and value > 0):
-                raise PresetError(f"{name} must be a finite number above 0")
+        check_preference(self.preference, self.explore, self.dpo_beta, self.dpo_lr_scale)
         if (self.temperature or 0.0) <= 0:
             raise PresetError("temperature must be above 0 (greedy sampling gives every sample the same episode)")
         if self.workers < 0 or self.backend not in WORKER_BACKENDS:
