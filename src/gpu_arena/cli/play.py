@@ -163,7 +163,9 @@ def _play(task: str, seed: int, split: str, seat: str, me: str, opponents: str, 
                 if isinstance(action, FormatError):
                     console.print(f"[red]{action.code}[/red]: {escape(str(action.message))}")
                     continue
-                return expand(action, view)  # form_coalition with its job alone: the planner's
+                # the short forms as an LLM agent's: form_coalition with its job alone is the planner's, and
+                # allocate_to_job() leaves the blocks promised to a coalition gathering consents
+                return expand(action, view)
         action = driver.act(view)
         if isinstance(driver, ChatAgent):
             conv = driver.conversation(seat)
