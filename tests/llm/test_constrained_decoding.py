@@ -257,9 +257,10 @@ def test_the_pipeline_evaluates_the_decoder_it_trained_with() -> None:
 
 @pytest.mark.parametrize("task", TASKS)
 def test_accept_offers_only_what_can_settle(task: str) -> None:
-    """``accept_offer`` names an incoming offer only when the seat's view says it can settle, and
-    never leaves out one the rules would settle: accepting each incoming offer on a fork agrees
-    with the legal list, except where the view cannot tell."""
+    """``accept_offer`` names an incoming offer only when the seat's view says it can settle and
+    it is worth taking, and leaves out only those the rules would refuse or that lower the seat's
+    position: accepting each incoming offer on a fork agrees with the legal list, except where the
+    view cannot tell."""
     from gpu_arena.core.policy import seat_view
     from gpu_arena.policies import make_policy
 
@@ -283,8 +284,10 @@ def test_accept_offers_only_what_can_settle(task: str) -> None:
                     # earlier in the same round (the rules settle a round's moves in order)
                     hidden = result.code == "no_resale" or result.message.startswith("conflict with an earlier move")
                     assert result.ok or hidden, (task, seed, o, result)
+                    assert o.value_to_me >= -1e-9
                 else:
-                    assert not result.ok, (task, seed, o)
+                    # it cannot settle, or it would lower the seat's position (worth_taking)
+                    assert not result.ok or o.value_to_me < 0, (task, seed, o)
             env.step(player.act(seat_view(player, env.episode, "lab_0")))
     assert seen > 0  # the opponents made offers for the check to judge
 
@@ -417,3 +420,31 @@ def test_an_open_offer_cannot_be_sent_again(tokenizer: Any, task: str) -> None:
         assert (asked in freed[owned_by(target)]) == (asked in freed["market"])
         back += (given in freed["own_unoffered"]) + (asked in freed[owned_by(target)])
     assert sent > 0 and back > 0
+
+
+def test_an_offer_that_lowers_the_seats_position_is_not_acceptable() -> None:
+    """``worth_taking``: an offer whose ``value_to_me`` is negative is left out of ``accept_offer``
+    (the teacher never accepts one); one worth nothing or more, or a view without aids, is kept."""
+    from types import SimpleNamespace
+
+    from gpu_arena.llm.constrain import worth_taking
+    from gpu_arena.policies import make_policy
+
+    assert not worth_taking(SimpleNamespace(value_to_me=-0.01))
+    assert worth_taking(SimpleNamespace(value_to_me=0.0)) and worth_taking(SimpleNamespace(value_to_me=3.5))
+    assert worth_taking(SimpleNamespace())  # no decision aid to judge by
+    left_out = 0
+    for seed in range(12):
+        env = GpuArenaEnv(task="market_round", split="train")
+        env.reset(seed=seed)
+        assert env.episode is not None
+        player = make_policy("rule_expert", seed=seed)
+        while not env.episode.done:
+            view = env.episode.observe("lab_0")
+            acceptable = set(legal_ids(view).get("accept_offer", {}).get("offer_id", []))
+            for o in view.active_offers:
+                if o.status == "open" and o.target == "lab_0" and o.value_to_me < 0:
+                    assert o.offer_id not in acceptable
+                    left_out += 1
+            env.step(player.act(view))
+    assert left_out > 0  # the archetypes do send offers that would cost the seat
