@@ -11,7 +11,7 @@ from gpu_arena.env import GpuArenaEnv
 from gpu_arena.llm.pooling import expand, keep_promises
 from gpu_arena.models import ArenaAction, ArenaObservation
 from gpu_arena.policies import make_policy
-from gpu_arena.policies.expert import promised_blocks
+from gpu_arena.policies.expert import planned_blocks, promised_blocks
 
 SHORT = ArenaAction(action_type="allocate_to_job")
 
@@ -23,7 +23,7 @@ def _first_promise(seed: int) -> tuple[GpuArenaEnv, ArenaObservation]:
     obs = env.reset(seed=seed)
     teacher = make_policy("rule_expert_short", seed=seed)
     while not obs.done:
-        planned = {b for ids in obs.best_plan.values() for b in ids}
+        planned = planned_blocks(obs)
         if planned & promised_blocks(obs):
             return env, obs
         obs = env.step(teacher.act(obs))
@@ -38,7 +38,7 @@ def _broken(obs: ArenaObservation) -> list[str]:
 def test_the_short_allocation_names_the_plans_other_blocks_and_the_coalition_holds(seed: int) -> None:
     env, obs = _first_promise(seed)
     promised = promised_blocks(obs)
-    planned = {b for ids in obs.best_plan.values() for b in ids}
+    planned = planned_blocks(obs)
     kept = expand(SHORT, obs)
     assert kept.action_type == "allocate_to_job" and not kept.job_id
     assert kept.block_ids and set(kept.block_ids) <= planned - promised

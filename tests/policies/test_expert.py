@@ -316,7 +316,7 @@ def test_rule_expert_short_names_no_blocks_without_a_job_and_otherwise_plays_rul
     coalition still gathering consents (decision 0042: the whole plan would break it); every other
     move of the episode up to there is rule_expert's."""
     from gpu_arena.core.types import Action
-    from gpu_arena.policies.expert import promised_blocks
+    from gpu_arena.policies.expert import planned_blocks, promised_blocks
 
     rewritten = kept_named = 0
     for seed in range(12):
@@ -327,7 +327,7 @@ def test_rule_expert_short_names_no_blocks_without_a_job_and_otherwise_plays_rul
         while not ep.done:
             view = seat_view(short, ep, "lab_0")
             a = short.act(view)
-            planned = {b for ids in view.best_plan.values() for b in ids}
+            planned = planned_blocks(view)
             held = bool(planned & promised_blocks(view))
             if a.action_type == "allocate_to_job" and not a.job_id:
                 assert bool(a.block_ids) == held  # named exactly where the whole plan would break a coalition

@@ -95,9 +95,9 @@ def keep_promises(action: Any, view: Any) -> Any:
     if (getattr(action, "action_type", None) != "allocate_to_job" or getattr(action, "job_id", None)
             or getattr(action, "block_ids", None)):
         return action
-    from ..policies.expert import promised_blocks
+    from ..policies.expert import planned_blocks, promised_blocks
 
-    planned = {b for ids in view.best_plan.values() for b in ids}
+    planned = planned_blocks(view)
     promised = promised_blocks(view)
     if not planned & promised:
         return action  # nearly every turn: nothing promised, or the plan does not run it

@@ -29,7 +29,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from ..policies.expert import promised_blocks
+from ..policies.expert import planned_blocks, promised_blocks
 from .pooling import pool_line
 from .tools import json_mode_instruction
 
@@ -150,7 +150,7 @@ def due_blocks(obs: Any) -> list[str]:
     is over."""
     if getattr(obs, "done", False):
         return []
-    planned = {b for ids in obs.best_plan.values() for b in ids}
+    planned = planned_blocks(obs)
     r = obs.round_index
     return [b.block_id for b in obs.owned_blocks
             if b.status in ("free", "reserved") and b.start_round == r + 1 and b.block_id in planned]
@@ -167,7 +167,7 @@ def blocks_to_allocate(obs: Any) -> list[str]:
     if not due_blocks(obs):
         return []
     r = obs.round_index
-    planned = {b for ids in obs.best_plan.values() for b in ids}
+    planned = planned_blocks(obs)
     promised = promised_blocks(obs)
     return sorted(b.block_id for b in obs.owned_blocks
                   if b.status in ("free", "reserved") and r + 1 <= b.start_round <= r + 2

@@ -50,6 +50,12 @@ from .planning import OwnPlanner, fits
 from .pooling import CoalitionPooling
 
 
+def planned_blocks(obs: Any) -> set[str]:
+    """The seat's blocks its best plan (``obs.best_plan``, job -> blocks) runs, of every job: what
+    the short ``allocate_to_job()`` allocates."""
+    return {b for ids in obs.best_plan.values() for b in ids}
+
+
 def promised_blocks(obs: Any) -> set[str]:
     """The seat's blocks committed to a coalition still gathering consents that it has consented
     to: they stay free for the coalition, and allocating one would break it."""
@@ -494,7 +500,7 @@ class ShortFormExpertPolicy(RuleExpertPolicy):
     def allocate_due(self, obs: Any) -> Action | None:
         action = super().allocate_due(obs)
         if action is not None and action.block_ids and not action.job_id:
-            planned = {b for ids in obs.best_plan.values() for b in ids}
+            planned = planned_blocks(obs)
             if not planned & promised_blocks(obs):
                 return Action("allocate_to_job")
         return action
