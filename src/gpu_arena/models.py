@@ -58,7 +58,8 @@ class ArenaAction(Action):
     - ``form_coalition``: job_id (your pooled job), member_lab_ids, block_ids (yours),
       requested_block_ids (members'), shares (every member and you, summing to 1), payment,
       expires_in. ``commit_to_coalition``: coalition_id.
-    - ``allocate_to_job``: job_id + block_ids; with neither, applies your whole best plan.
+    - ``allocate_to_job``: job_id + block_ids; with neither, applies your whole best plan, less
+      the blocks you committed to a coalition still gathering consents.
     - ``send_message``: message, optional target_lab_id (else broadcast). ``wait``. ``finish``.
     """
 

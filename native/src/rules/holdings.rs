@@ -7,7 +7,7 @@ use std::collections::BTreeSet;
 use super::checks::{block_named, check_fits, check_tradeable, coalition_peers, id_list, money, own_job};
 use super::limits::REP_BREACH;
 use super::outcome::{ActionError, Outcome, RuleResult};
-use crate::types::{Action, BlockStatus, Event, JobStatus, World};
+use crate::types::{Action, BlockStatus, CoalitionStatus, Event, JobStatus, World};
 use crate::valuation::{best_allocation, block_fits};
 use crate::value::PyValue;
 
@@ -134,14 +134,27 @@ pub fn release(world: &mut World, lab_id: &str, action: &Action) -> RuleResult<O
 pub fn allocate(world: &mut World, lab_id: &str, action: &Action) -> RuleResult<Outcome> {
     let no_job = matches!(action.job_id, PyValue::None);
     if no_job && !action.block_ids.truthy() {
-        let done = auto_allocate(world, lab_id, None);
+        // the whole best plan less the blocks promised to a coalition still gathering consents
+        let promised = promised_blocks(world, lab_id);
+        let plan: Vec<String> = if promised.is_empty() {
+            Vec::new()
+        } else {
+            best_allocation(world, lab_id, &[], &[]).assignment.keys().cloned().collect()
+        };
+        let mut kept: Vec<String> = plan.iter().filter(|bid| promised.contains(*bid)).cloned().collect();
+        kept.sort();
+        let rest: Vec<String> = plan.iter().filter(|bid| !promised.contains(*bid)).cloned().collect();
+        let done = auto_allocate(world, lab_id, if kept.is_empty() { None } else { Some(&rest) });
         let mut affected = coalition_peers(world, lab_id);
         affected.insert(lab_id.to_string());
-        let note = if done.is_empty() {
+        let mut note = if done.is_empty() {
             "nothing to allocate".to_string()
         } else {
             format!("allocated {} by your best plan", done.join(", "))
         };
+        if !kept.is_empty() {
+            note.push_str(&format!("; kept {} free for your coalition", kept.join(", ")));
+        }
         return Ok(Outcome::new("allocation", affected, note, 0));
     }
     if no_job {
@@ -196,6 +209,20 @@ pub fn allocate(world: &mut World, lab_id: &str, action: &Action) -> RuleResult<
     let mut affected = if pooled { coalition_peers(world, lab_id) } else { BTreeSet::new() };
     affected.insert(lab_id.to_string());
     Ok(Outcome::new("allocation", affected, format!("allocated {} to {jid}", blocks.join(", ")), 0))
+}
+
+/// `promised_blocks`: the lab's blocks committed to a coalition still gathering consents that it
+/// has consented to (as proposer or member).
+pub fn promised_blocks(world: &World, lab_id: &str) -> BTreeSet<String> {
+    let mut out = BTreeSet::new();
+    for c in world.coalitions.values() {
+        if c.status == CoalitionStatus::Proposed && c.has_consented(lab_id) {
+            if let Some(bids) = c.commitments.get(lab_id) {
+                out.extend(bids.iter().cloned());
+            }
+        }
+    }
+    out
 }
 
 /// `auto_allocate`: allocate the lab's plannable blocks (or just `only`) by its best plan (finish,

@@ -17,14 +17,6 @@ seeds 0-99 of ``coalition_market`` every one of ``rule_expert_short``'s 29 propo
 fill, so the teacher's moves are written in the short form (:func:`shorten`) and read back
 unchanged (:func:`expand`). The full form stays: a seat may always name its own coalition. This
 lives in the LLM adapter: the rules (and their Rust twin) see an ordinary full proposal.
-
-A promise kept by the short allocation (:func:`keep_promises`): ``allocate_to_job()`` applies the
-whole best plan, and the plan may run blocks the seat has committed to a coalition still gathering
-consents, its own proposal's among them. Allocating one breaks the coalition. ``rule_expert_short``
-names its blocks on such turns (decision 0042); a small model trained on its moves writes the
-short form there as everywhere: 15 of the 19 own proposals a trained model saw fail on validation
-seeds 0-99 of ``coalition_market`` failed on a turn it wrote it (decision 0044). The adapter reads
-the short form on those turns as the plan's other blocks, named.
 """
 
 from __future__ import annotations
@@ -32,7 +24,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..core.serialize import coerce_action
-from ..core.types import PLANNABLE, Action
+from ..core.types import Action
 from ..models import ArenaAction
 
 SHORT_FORM = "form_coalition"
@@ -71,12 +63,11 @@ def is_short(action: Any) -> bool:
 
 
 def expand(action: Any, view: Any) -> Any:
-    """``action`` with a short ``form_coalition`` filled by the planner's proposal for its job and a
-    short ``allocate_to_job`` kept from promised blocks (:func:`keep_promises`); anything else (a
-    full proposal, another action, a format error, a job the planner has no plan for) unchanged:
-    the rules then answer it as they answer any incomplete proposal."""
+    """``action`` with a short ``form_coalition`` filled by the planner's proposal for its job;
+    anything else (a full proposal, another action, a format error, a job the planner has no plan
+    for) unchanged: the rules then answer it as they answer any incomplete proposal."""
     if not is_short(action):
-        return keep_promises(action, view)
+        return action
     plan = pool_plan(view)
     if plan is None or plan.job_id != action.job_id:
         return action
@@ -84,29 +75,6 @@ def expand(action: Any, view: Any) -> Any:
 
     kind, args = action_arguments(plan)
     return ArenaAction.model_validate({"action_type": kind, **args})
-
-
-def keep_promises(action: Any, view: Any) -> Any:
-    """``action``, or where it is the short ``allocate_to_job()`` (no job, no blocks) and the best
-    plan runs a block the seat promised to a coalition still gathering consents
-    (:func:`~gpu_arena.policies.expert.promised_blocks`), the allocation that names the plan's
-    other unallocated blocks: what the short form does, less the blocks whose allocation would
-    break the coalition. With no other block to allocate it stays as written."""
-    if (getattr(action, "action_type", None) != "allocate_to_job" or getattr(action, "job_id", None)
-            or getattr(action, "block_ids", None)):
-        return action
-    from ..policies.expert import planned_blocks, promised_blocks
-
-    planned = planned_blocks(view)
-    promised = promised_blocks(view)
-    if not planned & promised:
-        return action  # nearly every turn: nothing promised, or the plan does not run it
-    r = view.round_index
-    ids = sorted(b.block_id for b in view.owned_blocks if b.block_id in planned and b.block_id not in promised
-                 and b.status in PLANNABLE and b.start_round > r)
-    if not ids:
-        return action
-    return ArenaAction.model_validate({"action_type": "allocate_to_job", "block_ids": ids})
 
 
 def shorten(action: Any, view: Any) -> Any:
@@ -134,4 +102,4 @@ def pool_line(view: Any) -> str | None:
             f"{len(plan.block_ids)} of yours, paying {plan.payment:.2f}, open {plan.expires_in} rounds.")
 
 
-__all__ = ["SHORT_FORM", "expand", "is_short", "keep_promises", "pool_jobs", "pool_line", "pool_plan", "shorten"]
+__all__ = ["SHORT_FORM", "expand", "is_short", "pool_jobs", "pool_line", "pool_plan", "shorten"]

@@ -489,11 +489,12 @@ class ShortFormExpertPolicy(RuleExpertPolicy):
     ``rule_expert`` on validation seeds 0-99 of each task).
 
     Except where the best plan runs a block the seat has promised to a coalition still gathering
-    consents (:func:`promised_blocks`): allocating the whole plan would allocate that block and
-    break the coalition, so the named allocation stays (decision 0042: with the short form there,
-    17 of its 29 proposals on ``coalition_market`` validation failed, against 6 of 25 for
-    ``rule_expert``, and it scored +0.0103 against +0.0144; keeping the name, 6 of 25 and
-    +0.0141)."""
+    consents (:func:`promised_blocks`): the named allocation stays there. The rules then applied
+    the whole plan, promised blocks included, and broke the coalition (decision 0042: with the
+    short form there, 17 of its 29 proposals on ``coalition_market`` validation failed, against 6
+    of 25 for ``rule_expert``, and it scored +0.0103 against +0.0144; keeping the name, 6 of 25
+    and +0.0141). The short form now keeps promised blocks free (decision 0046), but the teacher is
+    left as the documented runs' data was made."""
 
     name = "rule_expert_short"
 

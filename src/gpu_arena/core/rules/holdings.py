@@ -9,6 +9,7 @@ from collections.abc import Iterable
 from ..types import (
     Action,
     BlockStatus,
+    CoalitionStatus,
     Event,
     Job,
     JobStatus,
@@ -92,10 +93,17 @@ def release(world: World, lab_id: str, action: Action) -> Outcome:
 
 def allocate(world: World, lab_id: str, action: Action) -> Outcome:
     if action.job_id is None and not action.block_ids:
-        # no job and no blocks: apply the seat's whole best plan in one action
-        done = auto_allocate(world, lab_id)
-        return Outcome("allocation", {lab_id} | coalition_peers(world, lab_id),
-                       f"allocated {', '.join(done)} by your best plan" if done else "nothing to allocate")
+        # no job and no blocks: apply the seat's whole best plan in one action, less the blocks it
+        # committed to a coalition still gathering consents: allocating one would break the
+        # coalition it agreed to, which a seat writing the short form never means (decision 0046)
+        promised = promised_blocks(world, lab_id)
+        plan = best_allocation(world, lab_id).assignment if promised else {}
+        kept = sorted(bid for bid in plan if bid in promised)
+        done = auto_allocate(world, lab_id, only={bid for bid in plan if bid not in promised} if kept else None)
+        note = f"allocated {', '.join(done)} by your best plan" if done else "nothing to allocate"
+        if kept:
+            note += f"; kept {', '.join(kept)} free for your coalition"
+        return Outcome("allocation", {lab_id} | coalition_peers(world, lab_id), note)
     if action.job_id is None:
         # blocks but no job: allocate those blocks where the seat's best plan puts them
         blocks = id_list(action.block_ids, "block_ids", required=True)
@@ -127,6 +135,13 @@ def allocate(world: World, lab_id: str, action: Action) -> Outcome:
     allocate_now(world, lab_id, job, blocks)
     affected = {lab_id} | (coalition_peers(world, lab_id) if job.coalition_id else set())
     return Outcome("allocation", affected, f"allocated {', '.join(blocks)} to {job.job_id}")
+
+
+def promised_blocks(world: World, lab_id: str) -> set[str]:
+    """The lab's blocks committed to a coalition still gathering consents that it has consented to
+    (as proposer or member): they stay free until the coalition forms, and allocating one breaks it."""
+    return {bid for c in world.coalitions.values() if c.status == CoalitionStatus.PROPOSED and lab_id in c.consented
+            for bid in c.commitments.get(lab_id, ())}
 
 
 def auto_allocate(world: World, lab_id: str, only: set[str] | None = None) -> list[str]:
