@@ -52,7 +52,7 @@ from .pooling import CoalitionPooling
 
 def planned_blocks(obs: Any) -> set[str]:
     """The seat's blocks its best plan (``obs.best_plan``, job -> blocks) runs, of every job: what
-    the short ``allocate_to_job()`` allocates."""
+    the short ``allocate_to_job()`` allocates, less the :func:`promised_blocks`."""
     return {b for ids in obs.best_plan.values() for b in ids}
 
 
