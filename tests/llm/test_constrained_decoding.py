@@ -448,3 +448,35 @@ def test_an_offer_that_lowers_the_seats_position_is_not_acceptable() -> None:
                     left_out += 1
             env.step(player.act(view))
     assert left_out > 0  # the archetypes do send offers that would cost the seat
+
+
+@pytest.mark.parametrize("task", TASKS)
+def test_a_new_offer_asks_only_for_blocks_worth_something(task: str) -> None:
+    """``worth_asking``: a ``send_offer`` may ask only for blocks whose ``marginal_value`` is above
+    zero (the teacher asks for none other), in the whole list and in each target's part of it; a
+    counter-offer keeps the whole market, and a view without aids keeps every block."""
+    from types import SimpleNamespace
+
+    from gpu_arena.llm.constrain import owned_by, worth_asking
+    from gpu_arena.policies import make_policy
+
+    assert not worth_asking(SimpleNamespace(marginal_value=0.0))
+    assert not worth_asking(SimpleNamespace(marginal_value=-2.0))
+    assert worth_asking(SimpleNamespace(marginal_value=0.01)) and worth_asking(SimpleNamespace())
+    left_out = 0
+    for seed in range(6):
+        env = GpuArenaEnv(task=task, split="train")
+        env.reset(seed=seed)
+        assert env.episode is not None
+        player = make_policy("rule_expert_short", seed=seed)
+        while not env.episode.done:
+            view = env.episode.observe("lab_0")
+            lists = legal_lists(view)
+            worth = {b.block_id: b.marginal_value for b in view.public_market.blocks}
+            asked = set(lists["market_unasked"])
+            assert all(worth[b] > 0 for b in asked)
+            assert all(set(lists[owned_by(lab)]) <= asked for lab in lists["labs"])
+            left_out += sum(1 for b in lists["market"] if worth[b] <= 0)
+            assert set(legal_ids(view)["counter_offer"]["requested_block_ids"]) == set(lists["market"])
+            env.step(player.act(view))
+    assert left_out > 0  # blocks worth nothing to the seat do come up
