@@ -1,8 +1,10 @@
-"""Hand-built worlds for rule tests: small, explicit, no randomness except the world's own RNG."""
+"""Hand-built worlds for rule tests: small, explicit, no randomness except the world's own RNG;
+and the teacher's turns that reach a rare rule (:func:`first_promise`)."""
 
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import Any
 
 from gpu_arena.core.engine import Episode
 from gpu_arena.core.rng import episode_rng
@@ -56,3 +58,23 @@ def act(kind: str, **kw: object) -> Action:
         if k in kw and isinstance(kw[k], list):
             kw[k] = tuple(kw[k])  # type: ignore[arg-type]
     return Action(kind, **kw)  # type: ignore[arg-type]
+
+
+def first_promise(seed: int) -> tuple[Any, Any] | None:
+    """A train world of coalition_market played by ``rule_expert_short`` on the Python core (the
+    rules' specification) up to the first turn whose best plan runs a block the seat promised to a
+    coalition still gathering consents: the env and that turn's observation, or None when the
+    episode has none (seeds 2, 4 and 8 have one within four rounds). Played episodes seldom reach
+    such a turn (decision 0046), so the short allocation's "kept" branch is tested from these."""
+    from gpu_arena.env import GpuArenaEnv
+    from gpu_arena.policies import make_policy
+    from gpu_arena.policies.expert import planned_blocks, promised_blocks
+
+    env = GpuArenaEnv(task="coalition_market", split="train", engine="python")
+    obs = env.reset(seed=seed)
+    teacher = make_policy("rule_expert_short", seed=seed)
+    while not obs.done:
+        if planned_blocks(obs) & promised_blocks(obs):
+            return env, obs
+        obs = env.step(teacher.act(obs))
+    return None

@@ -7,26 +7,19 @@ from __future__ import annotations
 
 import pytest
 
+import helpers
 from gpu_arena.env import GpuArenaEnv
 from gpu_arena.models import ArenaAction, ArenaObservation
-from gpu_arena.policies import make_policy
 from gpu_arena.policies.expert import planned_blocks, promised_blocks
 
 SHORT = ArenaAction(action_type="allocate_to_job")
 
 
 def first_promise(seed: int) -> tuple[GpuArenaEnv, ArenaObservation]:
-    """A train world of coalition_market played by the teacher, on the Python core (the rules'
-    specification), up to the first turn whose best plan runs a promised block (seeds 2, 4 and 8
-    have one within four rounds)."""
-    env = GpuArenaEnv(task="coalition_market", split="train", engine="python")
-    obs = env.reset(seed=seed)
-    teacher = make_policy("rule_expert_short", seed=seed)
-    while not obs.done:
-        if planned_blocks(obs) & promised_blocks(obs):
-            return env, obs
-        obs = env.step(teacher.act(obs))
-    pytest.fail(f"seed {seed}: no turn with a promised block in the plan")
+    found = helpers.first_promise(seed)
+    if found is None:
+        pytest.fail(f"seed {seed}: no turn with a promised block in the plan")
+    return found
 
 
 def broken(obs: ArenaObservation) -> set[str]:

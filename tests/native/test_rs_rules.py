@@ -569,19 +569,14 @@ def test_the_short_allocation_keeps_promises_alike(rs: ModuleType) -> None:
     still gathering consents (decision 0046): the plan's other blocks allocated, the promised ones
     kept, word for word and bit for bit. Played episodes seldom reach it, so the turns are found
     by the teacher on the Python core."""
-    from gpu_arena.env import GpuArenaEnv
-    from gpu_arena.policies import make_policy
-    from gpu_arena.policies.expert import planned_blocks, promised_blocks
+    from helpers import first_promise
 
     kept = 0
     for seed in (2, 4, 8):
-        env = GpuArenaEnv(task="coalition_market", split="train", engine="python")
-        obs = env.reset(seed=seed)
-        teacher = make_policy("rule_expert_short", seed=seed)
-        while not obs.done and not planned_blocks(obs) & promised_blocks(obs):
-            obs = env.step(teacher.act(obs))
-        episode = env.episode
-        assert isinstance(episode, Episode) and not obs.done, seed
+        found = first_promise(seed)
+        assert found is not None, seed
+        episode = found[0].episode
+        assert isinstance(episode, Episode), seed
         got, want, code = answer(rs, episode.world, "lab_0", Action("allocate_to_job"))
         assert got == want and code == "ok", seed
         kept += "; kept " in str(want)

@@ -136,15 +136,7 @@ pub fn allocate(world: &mut World, lab_id: &str, action: &Action) -> RuleResult<
     if no_job && !action.block_ids.truthy() {
         // the whole best plan less the blocks promised to a coalition still gathering consents
         let promised = promised_blocks(world, lab_id);
-        let plan: Vec<String> = if promised.is_empty() {
-            Vec::new()
-        } else {
-            best_allocation(world, lab_id, &[], &[]).assignment.keys().cloned().collect()
-        };
-        let mut kept: Vec<String> = plan.iter().filter(|bid| promised.contains(*bid)).cloned().collect();
-        kept.sort();
-        let rest: Vec<String> = plan.iter().filter(|bid| !promised.contains(*bid)).cloned().collect();
-        let done = auto_allocate(world, lab_id, if kept.is_empty() { None } else { Some(&rest) });
+        let (done, kept) = allocate_plan(world, lab_id, None, &promised);
         let mut affected = coalition_peers(world, lab_id);
         affected.insert(lab_id.to_string());
         let mut note = if done.is_empty() {
@@ -228,11 +220,25 @@ pub fn promised_blocks(world: &World, lab_id: &str) -> BTreeSet<String> {
 /// `auto_allocate`: allocate the lab's plannable blocks (or just `only`) by its best plan (finish,
 /// final settlement, and `allocate_to_job` without a job); the ids of the blocks allocated.
 pub fn auto_allocate(world: &mut World, lab_id: &str, only: Option<&[String]>) -> Vec<String> {
+    allocate_plan(world, lab_id, only, &BTreeSet::new()).0
+}
+
+/// `allocate_plan`: allocate the lab's best plan (or its blocks in `only`), leaving the plan's
+/// blocks in `keep` free; the ids allocated and the plan's ids kept, sorted. The plan is worked
+/// out once.
+pub fn allocate_plan(
+    world: &mut World,
+    lab_id: &str,
+    only: Option<&[String]>,
+    keep: &BTreeSet<String>,
+) -> (Vec<String>, Vec<String>) {
     let plan = best_allocation(world, lab_id, &[], &[]);
+    let mut kept: Vec<String> = plan.assignment.keys().filter(|bid| keep.contains(*bid)).cloned().collect();
+    kept.sort();
     // the plan's assignment grouped by job, jobs and blocks in the plan's order
     let mut by_job: Vec<(String, Vec<String>)> = Vec::new();
     for (bid, jid) in plan.assignment.iter() {
-        if only.is_none_or(|o| o.contains(bid)) {
+        if only.is_none_or(|o| o.contains(bid)) && !keep.contains(bid) {
             match by_job.iter_mut().find(|(j, _)| j == jid) {
                 Some((_, bids)) => bids.push(bid.clone()),
                 None => by_job.push((jid.clone(), vec![bid.clone()])),
@@ -249,5 +255,5 @@ pub fn auto_allocate(world: &mut World, lab_id: &str, only: Option<&[String]>) -
         }
         done.extend(allocate_now(world, lab_id, Some(jid), bids));
     }
-    done
+    (done, kept)
 }

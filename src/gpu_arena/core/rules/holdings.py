@@ -96,10 +96,7 @@ def allocate(world: World, lab_id: str, action: Action) -> Outcome:
         # no job and no blocks: apply the seat's whole best plan in one action, less the blocks it
         # committed to a coalition still gathering consents: allocating one would break the
         # coalition it agreed to, which a seat writing the short form never means (decision 0046)
-        promised = promised_blocks(world, lab_id)
-        plan = best_allocation(world, lab_id).assignment if promised else {}
-        kept = sorted(bid for bid in plan if bid in promised)
-        done = auto_allocate(world, lab_id, only={bid for bid in plan if bid not in promised} if kept else None)
+        done, kept = allocate_plan(world, lab_id, keep=promised_blocks(world, lab_id))
         note = f"allocated {', '.join(done)} by your best plan" if done else "nothing to allocate"
         if kept:
             note += f"; kept {', '.join(kept)} free for your coalition"
@@ -146,11 +143,19 @@ def promised_blocks(world: World, lab_id: str) -> set[str]:
 
 def auto_allocate(world: World, lab_id: str, only: set[str] | None = None) -> list[str]:
     """Allocate the lab's plannable blocks (or just ``only``) by its best plan (finish, final
-    settlement, and ``allocate_to_job`` without a job)."""
+    settlement, and ``allocate_to_job`` without a job); the ids of the blocks allocated."""
+    return allocate_plan(world, lab_id, only)[0]
+
+
+def allocate_plan(world: World, lab_id: str, only: set[str] | None = None,
+                  keep: set[str] | frozenset[str] = frozenset()) -> tuple[list[str], list[str]]:
+    """Allocate the lab's best plan (or its blocks in ``only``), leaving the plan's blocks in
+    ``keep`` free; the ids allocated and the plan's ids kept, sorted. The plan is worked out once."""
     plan = best_allocation(world, lab_id)
+    kept = sorted(bid for bid in plan.assignment if bid in keep)
     by_job: dict[str, list[str]] = {}
     for bid, jid in plan.assignment.items():
-        if only is None or bid in only:
+        if (only is None or bid in only) and bid not in keep:
             by_job.setdefault(jid, []).append(bid)
     done: list[str] = []
     for jid, bids in by_job.items():
@@ -159,4 +164,4 @@ def auto_allocate(world: World, lab_id: str, only: set[str] | None = None) -> li
             if b.status == BlockStatus.RESERVED:
                 b.status = BlockStatus.FREE
         done += allocate_now(world, lab_id, world.jobs[jid], bids)
-    return done
+    return done, kept
