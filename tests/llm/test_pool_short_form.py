@@ -81,7 +81,7 @@ def test_the_pool_line_and_the_poolable_list_follow_the_plan() -> None:
                 assert line is None and "Pool now" not in text
                 continue
             seen += 1
-            assert line is not None and line in text.splitlines()[-2:]
+            assert line is not None and line in text.splitlines()[-3:]
             assert f"job_id {plan.job_id} alone" in line and all(m in line for m in plan.member_lab_ids)
     assert seen >= 2
     env = GpuArenaEnv(task="single_trade", split="train")

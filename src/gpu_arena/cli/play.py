@@ -117,8 +117,8 @@ def _play(task: str, seed: int, split: str, seat: str, me: str, opponents: str, 
     from ..core.worldgen import generate_world
     from ..env import GpuArenaEnv
     from ..llm import ChatAgent, FormatError, json_mode_instruction, parse_action, render_turn
-    from ..llm.pooling import expand
     from ..llm.prompts import RenderMemory
+    from ..llm.shortform import expand
     from ..policies import make_policy, make_seat_policy
     from ..rollout import play_seat
 

@@ -28,7 +28,6 @@ from ..core.policy import PolicyBase
 from ..core.types import RejectedAction
 from ..models import ArenaAction
 from .parsing import FormatError, parse_action
-from .pooling import expand
 from .prompts import (
     MODES,
     Conversation,
@@ -38,6 +37,7 @@ from .prompts import (
     prompt_tools,
     reply_format,
 )
+from .shortform import expand
 from .tools import action_tools
 
 OnError = Literal["raise", "reject"]

@@ -32,6 +32,7 @@ from functools import cache
 from typing import Any
 
 from ..core.types import ACTION_TYPES
+from .buying import bid_line
 from .pooling import pool_line
 from .prompts import RenderMemory, _energy, _fresh, _pct, due_blocks, offer_sides
 from .tools import ACTION_FIELDS
@@ -208,9 +209,7 @@ def render_compact_turn(obs: Any, memory: RenderMemory | None = None) -> str:
     out += [f"{sender} says: {text}" for _r, sender, _target, text in msgs if sender != me]
     if getattr(obs, "done", False):
         out.append("The episode is over.")
-    pool = pool_line(obs)
-    if pool:
-        out.append(pool)
+    out += [line for line in (pool_line(obs), bid_line(obs)) if line]
     due = due_blocks(obs)
     if due:
         # last, next to the reply: with a due note on the block's row instead, mid-prompt, SmolLM2's

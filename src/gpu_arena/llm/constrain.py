@@ -45,6 +45,7 @@ from functools import lru_cache
 from typing import Any
 
 from ..core.types import ACTION_TYPES
+from .buying import BID, BID_FORM
 from .pooling import SHORT_FORM, pool_jobs
 from .prompts import reply_format
 from .tools import action_tools
@@ -56,6 +57,8 @@ _OWN_FREE, _OWN_HELD, _MARKET, _INCOMING, _ACCEPTABLE, _ANY_OFFER, _JOBS, _POOLE
 _UNOFFERED, _UNASKED = "own_unoffered", "market_unasked"
 # the jobs a short ``form_coalition`` (its job alone, filled by the planner: llm.pooling) may name
 POOLABLE = "poolable"
+# the jobs a short ``send_offer`` (its job alone, the teacher's bid filled in: llm.buying) may name
+BIDDABLE = "biddable"
 FIELDS: dict[str, dict[str, str]] = {
     "allocate_to_job": {"block_ids": _OWN_FREE, "job_id": _JOBS},
     "reserve_capacity": {"block_ids": _OWN_FREE, "job_id": _JOBS},
@@ -105,7 +108,9 @@ def legal_lists(view: Any) -> dict[str, list[str]]:
     open offer the seat rejects it first. ``rule_expert`` never sends one (0 of its 659 offers
     over validation seeds 0-99 of the three tasks). Nor does it ask for a block worth nothing to
     it (:func:`worth_asking`). ``poolable``: the job a ``form_coalition`` may
-    name alone, the pooled-job planner filling the rest (:func:`gpu_arena.llm.pooling.pool_jobs`).
+    name alone, the pooled-job planner filling the rest (:func:`gpu_arena.llm.pooling.pool_jobs`);
+    ``biddable``: the job a ``send_offer`` may name alone, the teacher's bid filling the rest
+    (:mod:`gpu_arena.llm.buying`).
     Works on a core ``SeatView`` and on the wire ``ArenaObservation`` alike (same field names)."""
     me, now = view.controlled_lab_id, view.round_index
     own = [b for b in view.owned_blocks if b.start_round > now]
@@ -130,6 +135,7 @@ def legal_lists(view: Any) -> dict[str, list[str]]:
         _JOBS: [j.job_id for j in jobs],
         _POOLED: [j.job_id for j in jobs if j.pooled],
         POOLABLE: pool_jobs(view),
+        BIDDABLE: BID.jobs(view),
         _LABS: labs,
         _COALITIONS: [c.coalition_id for c in view.active_coalitions
                       if c.status == "proposed" and me in c.members and me not in c.consented
@@ -451,30 +457,30 @@ def _action_rule(action: str, ids: tuple[tuple[str, tuple[str, ...]], ...], shar
     return "\n".join([rule, *helpers]), len(head.encode()) + body.max_bytes + len(tail)
 
 
-def _short_rule(mode: str, pool: tuple[str, ...]) -> tuple[str, int]:
-    """The rule of a ``form_coalition`` that names one of the ``pool`` jobs and nothing else (the
-    planner fills the rest: :mod:`gpu_arena.llm.pooling`), and the most bytes a sentence of it has.
-    It is the full form's beginning, closed after the job (``job_id`` is the schema's first field)."""
-    value = _ANY_ID if pool == ANY_IDS else _choice(pool)
+def _short_rule(mode: str, action: str, jobs: tuple[str, ...]) -> tuple[str, int]:
+    """The rule of an ``action`` that names one of the ``jobs`` and nothing else (a planner fills
+    the rest: :mod:`gpu_arena.llm.shortform`), and the most bytes a sentence of it has."""
+    value = _ANY_ID if jobs == ANY_IDS else _choice(jobs)
     job = _object([("job_id", value, True)], lead=mode != "tools")
     if mode == "tools":
-        head, tail = f'<tool_call>\n{{"name": {json.dumps(SHORT_FORM)}, "arguments": {{', "}}\n</tool_call>"
+        head, tail = f'<tool_call>\n{{"name": {json.dumps(action)}, "arguments": {{', "}}\n</tool_call>"
     else:
-        head, tail = f'{{"action_type": {json.dumps(SHORT_FORM)}', "}"
-    return (f"a_{SHORT_FORM}_short: {_lit(head)} {job.lark} {_lit(tail)}",
+        head, tail = f'{{"action_type": {json.dumps(action)}', "}"
+    return (f"a_{action}_short: {_lit(head)} {job.lark} {_lit(tail)}",
             len(head.encode()) + job.max_bytes + len(tail))
 
 
 def action_grammar(legal: Mapping[str, Mapping[str, Sequence[str]]], mode: str = "tools",
                    labs: Sequence[str] = (), targets: Mapping[str, Sequence[str]] | None = None,
-                   pool: Sequence[str] = ()) -> ActionGrammar:
+                   pool: Sequence[str] = (), bid: Sequence[str] = ()) -> ActionGrammar:
     """The grammar of a reply in ``mode`` (``"tools"`` and ``"compact"``: the ``<tool_call>`` block
     of the Qwen2.5 template the checkpoints use; ``"json"``: one JSON object with ``action_type``)
     given the seat's :func:`legal_ids`. ``labs``: the keys a ``form_coalition``'s shares may name
     (the seat and its partners); without them shares are keyed by the partners alone. ``targets``:
     each lab -> its blocks an offer may ask for (:func:`target_markets`); without them an offer may
     ask any target for any market block. ``pool``: the jobs a ``form_coalition`` may name alone
-    (:data:`POOLABLE`), the short form beside the full one."""
+    (:data:`POOLABLE`), the short form beside the full one; ``bid``: those a ``send_offer`` may
+    name alone (:data:`BIDDABLE`)."""
     mode = reply_format(mode)  # the prompt modes' reply frames: an unknown mode is refused here
     partners = legal.get("form_coalition", {}).get("member_lab_ids", [])
     shares_keys = list(labs) or list(partners)
@@ -490,12 +496,13 @@ def action_grammar(legal: Mapping[str, Mapping[str, Sequence[str]]], mode: str =
             actions.append(action)
             longest = max(longest, rule[1])
     starts = [f"a_{a}" for a in actions]
-    if pool:
-        short, short_bytes = _short_rule(mode, tuple(pool))
-        rules[short] = None
-        starts.append(f"a_{SHORT_FORM}_short")
-        actions += [] if SHORT_FORM in actions else [SHORT_FORM]
-        longest = max(longest, short_bytes)
+    for action, jobs in ((SHORT_FORM, pool), (BID_FORM, bid)):
+        if jobs:
+            short, short_bytes = _short_rule(mode, action, tuple(jobs))
+            rules[short] = None
+            starts.append(f"a_{action}_short")
+            actions += [] if action in actions else [action]
+            longest = max(longest, short_bytes)
     start = "start: " + " | ".join(starts)
     return ActionGrammar("\n".join([start, *rules]), tuple(actions), longest)
 
@@ -507,7 +514,10 @@ def generic_grammar(mode: str = "tools") -> ActionGrammar:
     whose ids :func:`fits_ids` accepts, and the other way round (tested). Compiled once, it checks
     a reply against any turn (its ``max_bytes`` bounds nothing)."""
     legal = {action: dict.fromkeys(fields, ANY_IDS) for action, fields in FIELDS.items()}
-    return action_grammar(legal, mode, ANY_IDS, pool=ANY_IDS)
+    return action_grammar(legal, mode, ANY_IDS, pool=ANY_IDS, bid=ANY_IDS)
+
+
+_SHORT_LISTS = {SHORT_FORM: POOLABLE, BID_FORM: BIDDABLE}
 
 
 def fits_ids(action: str, arguments: Mapping[str, Any], lists: Mapping[str, Sequence[str]]) -> bool:
@@ -517,9 +527,10 @@ def fits_ids(action: str, arguments: Mapping[str, Any], lists: Mapping[str, Sequ
     distinct ids in the view's order (any order, at most as many as are legal, for
     ``form_coalition``), and an offer asks only for its target's blocks. A reply with ``shares``
     is not judged here (False): its repeated keys do not survive JSON. A ``form_coalition`` with
-    its job alone fits when the job is :data:`POOLABLE`."""
-    if action == SHORT_FORM and list(arguments) == ["job_id"]:
-        return arguments["job_id"] in lists.get(POOLABLE, ())
+    its job alone fits when the job is :data:`POOLABLE`, a ``send_offer`` when it is
+    :data:`BIDDABLE`."""
+    if action in _SHORT_LISTS and list(arguments) == ["job_id"]:
+        return arguments["job_id"] in lists.get(_SHORT_LISTS[action], ())
     params = _tool_parameters().get(action)
     if params is None or "shares" in arguments:
         return False
@@ -566,11 +577,12 @@ def grammar_of(lists: Mapping[str, list[str]], seat: str, mode: str = "tools") -
         _SEAT_GRAMMARS.move_to_end(key)
         return hit
     _SEAT_GRAMMARS[key] = grammar = action_grammar(by_action(lists), mode, [seat, *lists[_LABS]],
-                                                   target_markets(lists), lists.get(POOLABLE, ()))
+                                                   target_markets(lists), lists.get(POOLABLE, ()),
+                                                   lists.get(BIDDABLE, ()))
     if len(_SEAT_GRAMMARS) > _SEAT_GRAMMARS_KEPT:
         _SEAT_GRAMMARS.popitem(last=False)
     return grammar
 
 
-__all__ = ["ANY_IDS", "FIELDS", "POOLABLE", "ActionGrammar", "action_grammar", "by_action", "fits_ids", "generic_grammar",
+__all__ = ["ANY_IDS", "BIDDABLE", "FIELDS", "POOLABLE", "ActionGrammar", "action_grammar", "by_action", "fits_ids", "generic_grammar",
            "grammar_of", "legal_ids", "legal_lists", "owned_by", "seat_grammar", "target_markets", "worth_asking", "worth_taking"]

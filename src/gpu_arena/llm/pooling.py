@@ -16,16 +16,16 @@ a plan (:func:`pool_jobs`); the prompt says what the plan is (:func:`pool_line`)
 seeds 0-99 of ``coalition_market`` every one of ``rule_expert_short``'s 29 proposals equals this
 fill, so the teacher's moves are written in the short form (:func:`shorten`) and read back
 unchanged (:func:`expand`). The full form stays: a seat may always name its own coalition. This
-lives in the LLM adapter: the rules (and their Rust twin) see an ordinary full proposal.
+lives in the LLM adapter (:mod:`gpu_arena.llm.shortform`, which the bid's short form shares): the
+rules (and their Rust twin) see an ordinary full proposal.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from ..core.serialize import coerce_action
 from ..core.types import Action
-from ..models import ArenaAction
+from .shortform import ShortForm
 
 SHORT_FORM = "form_coalition"
 
@@ -41,51 +41,8 @@ def pool_plan(view: Any) -> Action | None:
     return RuleExpertPolicy().propose_pool(view)
 
 
-def pool_jobs(view: Any) -> list[str]:
-    """The jobs a short ``form_coalition`` may name this turn: the planner's, when it has a plan."""
-    plan = pool_plan(view)
-    return [str(plan.job_id)] if plan is not None else []
-
-
-_OTHER_FIELDS = ("member_lab_ids", "block_ids", "requested_block_ids", "shares", "payment", "expires_in", "message")
-
-
-def is_short(action: Any) -> bool:
-    """Whether ``action`` is a ``form_coalition`` that names its job and nothing else: a field
-    written as zero or empty (``"payment": 0``) is written, so that reply is not short (the
-    grammar and :func:`~gpu_arena.llm.constrain.fits_ids` read it the same way)."""
-    if getattr(action, "action_type", None) != SHORT_FORM or not getattr(action, "job_id", None):
-        return False
-    written = getattr(action, "model_fields_set", None)  # an ArenaAction knows what its sender wrote
-    if written is not None:
-        return set(written) <= {"action_type", "job_id"}
-    return all(getattr(action, f, None) in (None, (), [], {}, 0, 0.0, "") for f in _OTHER_FIELDS)
-
-
-def expand(action: Any, view: Any) -> Any:
-    """``action`` with a short ``form_coalition`` filled by the planner's proposal for its job;
-    anything else (a full proposal, another action, a format error, a job the planner has no plan
-    for) unchanged: the rules then answer it as they answer any incomplete proposal."""
-    if not is_short(action):
-        return action
-    plan = pool_plan(view)
-    if plan is None or plan.job_id != action.job_id:
-        return action
-    from .tools import action_arguments
-
-    kind, args = action_arguments(plan)
-    return ArenaAction.model_validate({"action_type": kind, **args})
-
-
-def shorten(action: Any, view: Any) -> Any:
-    """A policy's ``action`` written in the short form where the planner fills it back exactly
-    (:func:`expand` of the result equals ``action``); anything else unchanged."""
-    if getattr(action, "action_type", None) != SHORT_FORM or is_short(action):
-        return action
-    plan = pool_plan(view)
-    if plan is None or plan != coerce_action(action):
-        return action
-    return Action(SHORT_FORM, job_id=plan.job_id)
+POOL = ShortForm(SHORT_FORM, pool_plan)
+pool_jobs, is_short, expand, shorten = POOL.jobs, POOL.is_short, POOL.expand, POOL.shorten
 
 
 def pool_line(view: Any) -> str | None:
@@ -102,4 +59,4 @@ def pool_line(view: Any) -> str | None:
             f"{len(plan.block_ids)} of yours, paying {plan.payment:.2f}, open {plan.expires_in} rounds.")
 
 
-__all__ = ["SHORT_FORM", "expand", "is_short", "pool_jobs", "pool_line", "pool_plan", "shorten"]
+__all__ = ["POOL", "SHORT_FORM", "expand", "is_short", "pool_jobs", "pool_line", "pool_plan", "shorten"]

@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from ..policies.expert import planned_blocks, promised_blocks
+from .buying import bid_line
 from .pooling import pool_line
 from .tools import json_mode_instruction
 
@@ -370,9 +371,7 @@ def render_turn(obs: Any, memory: RenderMemory | None = None) -> str:
         out.append(f"Message r{r} {sender}->{'you' if target == me else 'all'}: {text}")
     # last, next to the answer: a 4-layer model trained on whole coalition_market chats ignored this
     # line when the market, offers and coalitions stood between it and its reply (decision 0037)
-    pool = pool_line(obs)
-    if pool:
-        out.append(pool)
+    out += [line for line in (pool_line(obs), bid_line(obs)) if line]
     allocate = blocks_to_allocate(obs)
     if allocate:
         out.append(f"Allocate now (opening within two rounds; next round's idle otherwise): {', '.join(allocate)}")

@@ -54,7 +54,8 @@ REQUIRED_FIELDS: dict[str, tuple[str, ...]] = {
     "send_message": ("message",),
 }
 ACTION_DESCRIPTIONS: dict[str, str] = {
-    "send_offer": "Offer another lab your blocks and/or money for their blocks and/or money.",
+    "send_offer": ("Offer another lab your blocks and/or money for their blocks and/or money."
+                   " With job_id alone, the bid on the 'Bid now' line."),
     "accept_offer": "Accept an incoming offer (job_id: your job that gets its blocks).",
     "reject_offer": "Reject an incoming offer, or withdraw your own.",
     "counter_offer": "Answer an incoming offer with new terms (replaces it).",

@@ -24,8 +24,8 @@ from typing import Any
 from ..core.policy import seat_view
 from ..core.types import REWARD_COLUMNS
 from ..llm.parsing import FormatError, one_tool_call, parse_action
-from ..llm.pooling import expand, shorten
 from ..llm.prompts import Conversation, prompt_tools
+from ..llm.shortform import expand, shorten
 from ..native.episode import bind_world
 from .chat import ChatTokens
 

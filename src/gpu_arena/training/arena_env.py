@@ -44,8 +44,8 @@ from typing import Any
 
 from ..core.types import ACTION_TYPES, REWARD_COLUMNS
 from ..llm.parsing import FORMAT_NO_ACTION, FormatError, parse_action
-from ..llm.pooling import expand
 from ..llm.prompts import RenderMemory, render_turn
+from ..llm.shortform import expand
 from ..llm.tools import ACTION_DESCRIPTIONS, ACTION_FIELDS, action_schema
 from ..models import ArenaAction
 

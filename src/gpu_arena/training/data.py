@@ -38,8 +38,8 @@ from ..core.tasks import task_params
 from ..core.types import SPLITS, TASKS
 from ..llm import tools
 from ..llm.parsing import FormatError, parse_action
-from ..llm.pooling import expand, shorten
 from ..llm.prompts import MODES, WINDOW, Conversation, Mode, prompt_tools
+from ..llm.shortform import expand, shorten
 
 DATASET_DIR = "dataset"  # save_to_disk output inside the data directory
 JSONL_NAME = "sft.jsonl"
