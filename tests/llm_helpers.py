@@ -27,3 +27,20 @@ def teacher_turns(task: str, seed: int, mode: str = "compact", split: str = "tra
         conv.reply(*render_reply(action, mode, f"call_{conv.turns}"))
         obs = env.step(action)
     return out
+
+
+def grammar_takes(tokenizer: Any, lltok: Any, grammar: str, mode: str, action: Any) -> tuple[bool, list[int]]:
+    """Whether the compiled ``grammar`` accepts ``action`` as a reply in ``mode`` (a tools-mode
+    reply as the chat template writes its tool call), and the reply's tokens."""
+    import llguidance
+
+    content, calls = render_reply(action, mode, "call_0")
+    if mode == "tools":
+        text = tokenizer.apply_chat_template([{"role": "assistant", "content": "", "tool_calls": calls}],
+                                             tokenize=False)
+        reply = text[text.index("<tool_call>"):text.index("</tool_call>") + len("</tool_call>")]
+    else:
+        reply = content
+    ids = tokenizer.encode(reply, add_special_tokens=False)
+    m = llguidance.LLMatcher(lltok, grammar, log_level=0)
+    return m.try_consume_tokens(ids) == len(ids) and m.is_accepting(), ids

@@ -21,7 +21,7 @@ from gpu_arena.llm.shortform import expand, is_short, shorten
 from gpu_arena.llm.tools import render_reply
 from gpu_arena.models import ArenaAction
 from gpu_arena.training.presets import load_pretrained
-from llm_helpers import teacher_turns
+from llm_helpers import grammar_takes, teacher_turns
 
 TASKS = ["single_trade", "market_round", "coalition_market"]
 
@@ -105,8 +105,6 @@ def tokenizer(tiny_sft: Path) -> Any:
 def test_the_grammar_offers_the_short_bid_exactly_with_a_plan(tokenizer: Any, mode: str) -> None:
     """The compiled turn grammar, ``fits_ids`` and ``reply_fits`` agree with the plan on every open
     job of every turn, in both reply frames."""
-    import llguidance
-
     from gpu_arena.llm.matching import reply_fits
 
     lltok = grammar_tokenizer(tokenizer)
@@ -116,16 +114,7 @@ def test_the_grammar_offers_the_short_bid_exactly_with_a_plan(tokenizer: Any, mo
             lists = legal_lists(view)
             grammar = seat_grammar(view, mode).lark
             for job in [j.job_id for j in view.private_jobs if j.status == "open"]:
-                content, calls = render_reply(_short(job), mode, "call_0")
-                if mode == "tools":
-                    text = tokenizer.apply_chat_template(
-                        [{"role": "assistant", "content": "", "tool_calls": calls}], tokenize=False)
-                    reply = text[text.index("<tool_call>"):text.index("</tool_call>") + len("</tool_call>")]
-                else:
-                    reply = content
-                ids = tokenizer.encode(reply, add_special_tokens=False)
-                m = llguidance.LLMatcher(lltok, grammar, log_level=0)
-                fits = m.try_consume_tokens(ids) == len(ids) and m.is_accepting()
+                fits, ids = grammar_takes(tokenizer, lltok, grammar, mode, _short(job))
                 planned = job in BID.jobs(view)
                 assert fits == planned == fits_ids("send_offer", {"job_id": job}, lists), (seed, job)
                 assert reply_fits(tokenizer, [*ids, tokenizer.eos_token_id], lists, mode) == planned
