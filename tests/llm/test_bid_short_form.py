@@ -172,3 +172,17 @@ def test_a_chat_agent_sends_the_planners_bid_from_the_short_form() -> None:
     assert after.last_action_result.ok
     assert any(o.sender == "lab_0" and list(o.requested_block_ids) == list(plan.requested_block_ids)
                for o in after.active_offers)
+
+
+def test_the_planner_runs_once_a_view_and_again_for_the_next() -> None:
+    from gpu_arena.llm.shortform import ShortForm
+
+    env, obs, short = _first_bid()
+    calls: list[Any] = []
+    form = ShortForm("send_offer", lambda view: calls.append(view) or bid_plan(view))
+    assert form.jobs(obs) == [short.job_id]  # the grammar's list, the line, the fill: one run
+    assert form.planned(obs) == bid_plan(obs) and form.expand(_short(str(short.job_id)), obs) == expand(short, obs)
+    assert calls == [obs]
+    after = env.step(form.expand(_short(str(short.job_id)), obs))
+    form.jobs(after)  # a new view is planned afresh, never served the last one's plan
+    assert len(calls) == 2 and calls[1] is after

@@ -39,8 +39,8 @@ BID = ShortForm(BID_FORM, bid_plan)
 def bid_line(view: Any) -> str | None:
     """The prompt's line naming the bid a short ``send_offer`` would send, or None. Near the reply,
     as the allocation and Pool lines (decision 0037)."""
-    plan = bid_plan(view)
-    if plan is None or not plan.job_id:
+    plan = BID.planned(view)
+    if plan is None:
         return None
     # terse: SmolLM2's single_trade prompt stays within its 600-token budget (test_llm_compact)
     return (f"Bid now: send_offer with job_id {plan.job_id} alone pays {plan.target_lab_id} "

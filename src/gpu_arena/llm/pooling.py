@@ -49,7 +49,7 @@ def pool_line(view: Any) -> str | None:
     """The prompt's line naming the plan a short ``form_coalition`` would propose, or None. Near
     the reply, as the allocation line: a small model ignored aids several hundred tokens up
     (decision 0037)."""
-    plan = pool_plan(view)
+    plan = POOL.planned(view)
     if plan is None:
         return None
     owners = {b.block_id: str(b.owner) for b in view.public_market.blocks}

@@ -17,7 +17,7 @@ The forms (:func:`forms`): ``form_coalition`` (:mod:`gpu_arena.llm.pooling`, dec
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 from ..core.serialize import coerce_action
@@ -33,15 +33,31 @@ class ShortForm:
     """``action_type`` written with ``job_id`` alone, filled by ``plan``: the planner's move of
     that type for the seat whose observation (a core ``SeatView`` or the wire ``ArenaObservation``)
     it is given, or None when it has none. Contract: ``plan`` reads the view only, so the same view
-    always gives the same plan, and the plan names a job."""
+    always gives the same plan, and the plan names a job.
+
+    A turn asks for the plan several times (the grammar's list, the prompt's line, the reply's
+    fill), so :meth:`planned` keeps the last view's plan: the view is held by identity, never
+    compared, and one view object is one turn's observation, built afresh each turn."""
 
     action_type: str
     plan: Callable[[Any], Action | None]
+    # (view, plan) of the last call; replaced whole, so a reader in another thread sees one pair
+    _last: list[tuple[Any, Action | None]] = field(default_factory=list, compare=False, repr=False)
+
+    def planned(self, view: Any) -> Action | None:
+        """The plan for ``view`` when it names a job, else None; the planner runs once per view."""
+        last = self._last[0] if self._last else None
+        if last is not None and last[0] is view:
+            return last[1]
+        plan = self.plan(view)
+        plan = plan if plan is not None and plan.job_id else None
+        self._last[:] = [(view, plan)]
+        return plan
 
     def jobs(self, view: Any) -> list[str]:
         """The jobs the short form may name this turn: the planner's, when it has a plan."""
-        plan = self.plan(view)
-        return [str(plan.job_id)] if plan is not None and plan.job_id else []
+        plan = self.planned(view)
+        return [str(plan.job_id)] if plan is not None else []
 
     def is_short(self, action: Any) -> bool:
         """Whether ``action`` is of this form's type and names its job and nothing else: a field
@@ -60,7 +76,7 @@ class ShortForm:
         the rules then answer it as they answer any incomplete action."""
         if not self.is_short(action):
             return action
-        plan = self.plan(view)
+        plan = self.planned(view)
         if plan is None or plan.job_id != action.job_id:
             return action
         from .tools import action_arguments
@@ -73,8 +89,8 @@ class ShortForm:
         (:meth:`expand` of the result equals ``action``); anything else unchanged."""
         if getattr(action, "action_type", None) != self.action_type or self.is_short(action):
             return action
-        plan = self.plan(view)
-        if plan is None or not plan.job_id or plan != coerce_action(action):
+        plan = self.planned(view)
+        if plan is None or plan != coerce_action(action):
             return action
         return Action(self.action_type, job_id=plan.job_id)
 
