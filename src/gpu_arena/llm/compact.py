@@ -32,9 +32,7 @@ from functools import cache
 from typing import Any
 
 from ..core.types import ACTION_TYPES
-from .buying import bid_line
-from .pooling import pool_line
-from .prompts import RenderMemory, _energy, _fresh, _pct, due_blocks, offer_sides
+from .prompts import RenderMemory, _energy, _fresh, _pct, due_blocks, offer_sides, plan_lines
 from .tools import ACTION_FIELDS
 
 _RULES = """\
@@ -209,7 +207,7 @@ def render_compact_turn(obs: Any, memory: RenderMemory | None = None) -> str:
     out += [f"{sender} says: {text}" for _r, sender, _target, text in msgs if sender != me]
     if getattr(obs, "done", False):
         out.append("The episode is over.")
-    out += [line for line in (pool_line(obs), bid_line(obs)) if line]
+    out += plan_lines(obs)
     due = due_blocks(obs)
     if due:
         # last, next to the reply: with a due note on the block's row instead, mid-prompt, SmolLM2's

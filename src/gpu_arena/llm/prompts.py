@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from ..policies.expert import planned_blocks, promised_blocks
+from .answering import take_line
 from .buying import bid_line
 from .pooling import pool_line
 from .tools import json_mode_instruction
@@ -272,6 +273,15 @@ def _fresh(items: list[tuple[Any, ...]], seen: Counter[tuple[Any, ...]]) -> list
     return out
 
 
+def plan_lines(obs: Any) -> list[str]:
+    """The planners' lines, last in both prompts, next to the reply (decision 0037): the offer
+    ``rule_expert`` would take, the coalition it would propose, the bid it would send. The teacher
+    answers before it bids, so a turn with an offer to take shows no Bid line: it also keeps
+    SmolLM2's largest `single_trade` prompt within 600 tokens (decision 0048)."""
+    take = take_line(obs)
+    return [line for line in (take, pool_line(obs), None if take else bid_line(obs)) if line]
+
+
 def render_turn(obs: Any, memory: RenderMemory | None = None) -> str:
     """One turn's message: the seat's complete current state, plus events and messages not yet shown.
 
@@ -371,7 +381,7 @@ def render_turn(obs: Any, memory: RenderMemory | None = None) -> str:
         out.append(f"Message r{r} {sender}->{'you' if target == me else 'all'}: {text}")
     # last, next to the answer: a 4-layer model trained on whole coalition_market chats ignored this
     # line when the market, offers and coalitions stood between it and its reply (decision 0037)
-    out += [line for line in (pool_line(obs), bid_line(obs)) if line]
+    out += plan_lines(obs)
     allocate = blocks_to_allocate(obs)
     if allocate:
         out.append(f"Allocate now (opening within two rounds; next round's idle otherwise): {', '.join(allocate)}")
@@ -484,4 +494,4 @@ def estimate_request_tokens(messages: list[dict[str, Any]], tools: list[dict[str
 
 
 __all__ = ["MODES", "WINDOW", "Conversation", "Mode", "RenderMemory", "blocks_to_allocate", "due_blocks", "estimate_request_tokens", "estimate_tokens",
-           "prompt_tools", "render_turn", "reply_format", "system_prompt"]
+           "plan_lines", "prompt_tools", "render_turn", "reply_format", "system_prompt"]
