@@ -21,6 +21,7 @@ from ..core.opponents import DEFAULT_OPPONENTS, SELF_PLAY, OpponentsError, Oppon
 from ..core.policy import NoNegotiationPolicy, Policy, RandomPolicy, WaitPolicy
 from ..core.types import World
 from ..core.worldgen import world_seed
+from .ablation import without
 from .archetypes import ARCHETYPES
 from .baselines import AlwaysAcceptPolicy, GreedyHoarderPolicy, OraclePolicy, RuleExpertPolicy
 from .expert import ShortFormExpertPolicy
@@ -53,7 +54,7 @@ def register_policy(name: str, factory: Callable[..., Policy]) -> None:
 
 
 FAMILY_ENTRY_POINTS = "gpu_arena.policy_families"
-_FAMILIES: dict[str, Callable[..., Policy]] = {}
+_FAMILIES: dict[str, Callable[..., Policy]] = {"without": without}  # built in: policies.ablation
 
 
 def register_policy_family(prefix: str, factory: Callable[..., Policy]) -> None:
