@@ -51,3 +51,34 @@ def test_the_plain_loss_is_the_fused_heads(tiny_sft: Path, tmp_path: Path, monke
 def test_the_cpu_run_takes_the_plain_path(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("GPU_ARENA_TRAIN_CPU", "1")
     assert trainer_mod.lean_loss() is True
+
+
+def test_a_right_padded_batch_trains_the_same_without_its_mask(tiny_sft: Path, tmp_path: Path,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    import torch
+
+    trainer = _trainer(tiny_sft, tmp_path)
+    batch = next(iter(trainer.get_train_dataloader()))
+    mask = batch["attention_mask"]
+    assert trainer_mod.right_padded(mask) and int((mask == 0).sum()) > 0  # rows of different lengths
+    monkeypatch.setattr(trainer_mod, "lean_loss", lambda: True)
+    trainer.model.train()
+    runs = {}
+    for drop in (True, False):
+        monkeypatch.setattr(trainer_mod, "right_padded", lambda m, drop=drop: drop)
+        trainer.model.zero_grad()
+        loss = trainer.compute_loss(trainer.model, dict(batch))
+        loss.backward()
+        runs[drop] = (float(loss.detach()), [p.grad.clone() for p in trainer.model.parameters() if p.grad is not None])
+    assert runs[True][0] == pytest.approx(runs[False][0], rel=1e-5)
+    assert len(runs[True][1]) == len(runs[False][1]) > 0
+    for a, b in zip(runs[True][1], runs[False][1], strict=True):
+        assert torch.allclose(a, b, rtol=1e-3, atol=1e-6)
+
+
+def test_right_padded_reads_the_mask() -> None:
+    import torch
+
+    assert trainer_mod.right_padded(torch.tensor([[1, 1, 1], [1, 1, 0], [1, 0, 0]]))
+    assert not trainer_mod.right_padded(torch.tensor([[1, 1, 1], [0, 1, 1]]))  # left padding
+    assert not trainer_mod.right_padded(torch.tensor([[1, 0, 1]]))  # a hole: packed or odd

@@ -24,11 +24,21 @@ def lean_loss() -> bool:
     return use_cpu()
 
 
+def right_padded(mask: Any) -> bool:
+    """Whether every row of the attention ``mask`` is ones, then zeros (TRL's collator pads on the
+    right). Then the mask adds nothing to causal attention for any real token: each attends only to
+    the tokens before it, all real, at the same positions. The pads after it attend to more, but
+    their labels are -100, so they carry no loss and no gradient."""
+    return bool(mask.shape[-1] == 0 or ((mask[:, :1] == 1).all() and (mask[:, 1:] <= mask[:, :-1]).all()))
+
+
 class ArenaSFTTrainer(SFTTrainer):
     """``SFTTrainer`` with the plain loss where :func:`lean_loss` holds (the fused head otherwise).
 
     Contract: the same loss value as TRL's (up to float rounding; tested), ``mean_token_accuracy``
-    and ``num_tokens`` logged as TRL logs them; no ``entropy`` metric on the plain path."""
+    and ``num_tokens`` logged as TRL logs them; no ``entropy`` metric on the plain path. A
+    right-padded batch goes to the model without its attention mask (:func:`right_padded`): the
+    same loss and gradients (tested), by the causal attention kernel, not the masked one."""
 
     def compute_loss(self, model: Any, inputs: dict[str, Any], return_outputs: bool = False,
                      num_items_in_batch: Any = None) -> Any:
@@ -38,7 +48,11 @@ class ArenaSFTTrainer(SFTTrainer):
         import torch
 
         labels = inputs["labels"]
-        outputs = model(**{k: v for k, v in inputs.items() if k != "labels"}, use_cache=False)
+        feed = {k: v for k, v in inputs.items() if k != "labels"}
+        if "attention_mask" in feed and right_padded(feed["attention_mask"]):
+            # the causal kernel alone: twice as fast as the masked one on these CPUs (decision 0048)
+            del feed["attention_mask"]
+        outputs = model(**feed, use_cache=False)
         logits = outputs.logits[:, :-1, :].float()
         target = labels[:, 1:]
         loss_sum = torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), target.reshape(-1),
@@ -59,4 +73,4 @@ class ArenaSFTTrainer(SFTTrainer):
         return loss
 
 
-__all__ = ["ArenaSFTTrainer", "lean_loss"]
+__all__ = ["ArenaSFTTrainer", "lean_loss", "right_padded"]
