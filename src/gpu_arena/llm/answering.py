@@ -1,8 +1,9 @@
 """The prompt's ``Take now:`` line: the incoming offer ``rule_expert`` would accept this turn.
 
 On `single_trade` the teacher's answers are most of what it is worth: ``rule_expert_short`` with
-its answers to offers switched off loses 0.0969 [0.0683, 0.1279] a `single_trade` episode on
-validation seeds 0-99, its bids 0.0402, its sales nothing (decision 0048). It takes an offer by its
+its answers to offers switched off (``without:answer_offers``) loses 0.0969 [0.0681, 0.1269] a
+`single_trade` episode on validation seeds 0-99, without its bids 0.0402, without its sales
+nothing (decision 0048). It takes an offer by its
 own pricing of the whole deal (:meth:`~gpu_arena.policies.expert.RuleExpertPolicy.offer_value`:
 a block of its own left idle by the answer, its other bids settling too), above a threshold that
 grows with what is at stake, where the prompt shows each offer's ``value_to_me`` alone. So the

@@ -14,9 +14,9 @@ from __future__ import annotations
 from typing import Any
 
 from ..core.policy import Policy
+from .expert import RuleExpertPolicy
 
-# the steps of rule_expert's turn, in the order it tries them (RuleExpertPolicy.act)
-STEPS = ("answer_coalitions", "answer_offers", "propose_pool", "pitch", "buy", "sell")
+STEPS = RuleExpertPolicy.STEPS  # the steps of its turn, in the order it tries them
 
 
 def _no_move(*_args: Any, **_kwargs: Any) -> None:

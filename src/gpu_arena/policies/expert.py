@@ -72,6 +72,8 @@ class RuleExpertPolicy(CoalitionPooling):
     """
 
     name = "rule_expert"
+    # the steps of a turn with nothing due, tried in this order; the first with a move plays
+    STEPS = ("answer_coalitions", "answer_offers", "propose_pool", "pitch", "buy", "sell")
 
     # share of a block's value bid on each priced try (after the nominal probe)
     SCHEDULE = (0.4, 0.7, 0.9)
@@ -95,8 +97,8 @@ class RuleExpertPolicy(CoalitionPooling):
         if due is not None:
             # allocating comes first, unless a good offer would be gone by next round
             return self.answer_offers(obs, urgent_only=True) or due
-        for step in (self.answer_coalitions, self.answer_offers, self.propose_pool, self.pitch, self.buy, self.sell):
-            action = step(obs)
+        for step in self.STEPS:
+            action = getattr(self, step)(obs)
             if action is not None:
                 return action
         return Action("wait")
