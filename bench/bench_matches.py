@@ -63,12 +63,15 @@ async def seat_client(client: httpx.AsyncClient, match_id: str, seat: str, token
 
 async def match_loop(url: str, task: str, remote: int, index: int, deadline: float,
                      latencies: list[float], played: list[EngineReport | None]) -> tuple[int, int]:
-    """Matches one after another until ``deadline``: (rounds resolved, remote actions sent);
-    ``played`` is told which engine played each match."""
+    """Matches one after another until ``deadline``, at least one: (rounds resolved, remote actions
+    sent); ``played`` is told which engine played each match.
+
+    At least one because on a loaded machine opening the client alone can outlast a short
+    ``deadline``, and a measurement of no match says nothing about throughput."""
     rounds = actions = 0
-    seed = index * 1000
+    seed = first_seed = index * 1000
     async with httpx.AsyncClient(base_url=url, timeout=60) as client:
-        while time.monotonic() < deadline:
+        while seed == first_seed or time.monotonic() < deadline:
             seats = {f"lab_{i}": "remote" for i in range(remote)}
             r = await client.post("/api/matches", json={"task": task, "seed": seed, "seats": seats,
                                                         "round_timeout_s": 60})
