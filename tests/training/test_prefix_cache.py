@@ -148,3 +148,60 @@ def test_a_prefill_in_chunks_plays_the_episodes_of_one_piece_within_its_budget(t
     assert shapes and all(rows * new * width <= budget for rows, new, width in shapes)
     assert sum(rows * new for rows, new, _ in shapes) > 4 * max(rows * new for rows, new, _ in shapes)  # chunks
     assert prefill_chunk(96, 4045) == (1 << 27) // (96 * 4045) and prefill_chunk(10**6, 10**6) == 1
+
+
+def test_prefill_groups_cover_every_row_once_at_the_least_cost() -> None:
+    """Runs of the rows sorted by rest, each group paying its longest rest a row plus one forward's
+    cost, and no cheaper grouping exists (checked against every split of the sorted rows)."""
+    import itertools
+    import random
+
+    from gpu_arena.rollouts.backends import prefill_groups
+
+    def cost(groups: list[list[int]], rest: list[int], per: int) -> int:
+        return sum(len(g) * (max(rest[r] for r in g) - 1) + per for g in groups if max(rest[r] for r in g) > 1)
+
+    rng = random.Random(0)
+    for _ in range(200):
+        rest = [rng.choice([1, 1, rng.randint(2, 40), rng.randint(2, 600)]) for _ in range(rng.randint(1, 8))]
+        per = rng.choice([0, 16, 256])
+        groups = prefill_groups(rest, per)
+        assert sorted(r for g in groups for r in g) == list(range(len(rest)))
+        order = [r for g in groups for r in g]
+        assert [rest[r] for r in order] == sorted(rest, reverse=True)
+        assert sum(1 for g in groups if max(rest[r] for r in g) == 1) <= 1  # rows with nothing to prefill: together
+        best = min(cost([order[a:b] for a, b in itertools.pairwise((0, *cuts, len(order)))], rest, per)
+                   for k in range(len(order)) for cuts in itertools.combinations(range(1, len(order)), k))
+        assert cost(groups, rest, per) == best
+    assert prefill_groups([483, 10, 5, 400, 1, 1, 300, 20]) == [[0, 3, 6], [7, 1, 2], [4, 5]]
+
+
+def test_a_prefill_in_groups_leaves_the_cache_of_one_prefill(tiny_sft: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Rows parting from their kept caches at different columns are prefilled in groups, each from its
+    own longest rest: every key and value the mask shows is the one-piece prefill's, and the replies
+    are the same."""
+    import torch
+
+    from gpu_arena.rollouts import backends
+
+    model, tok = load_pretrained(tiny_sft)
+    rng = torch.Generator().manual_seed(0)
+    kept = [torch.randint(5, 200, (n,), generator=rng).tolist() for n in (60, 90)]
+    prompts = [kept[0] + torch.randint(5, 200, (300,), generator=rng).tolist(), kept[0] + [7, 8, 9],
+               kept[1] + [11], kept[1] + torch.randint(5, 200, (250,), generator=rng).tolist(), kept[1] + [12]]
+    assert len(backends.prefill_groups([300, 3, 1, 250, 1])) > 1
+    out = {}
+    for grouped in (False, True):
+        backend = TransformersBackend(model, tok)
+        backend.generate(kept, temperature=0.0, top_p=1.0, max_new_tokens=1, seed=0)  # the store holds them
+        if not grouped:
+            monkeypatch.setattr(backends, "prefill_groups", lambda rest, cost=0: [list(range(len(rest)))])
+        _ids, mask, cache, layout = backend._prepare(prompts)
+        monkeypatch.undo()
+        assert sorted(layout.rest) == [1, 1, 3, 250, 300] and layout.C == 90
+        seen = mask[:, : layout.W - 1].bool()
+        out[grouped] = ([layer.keys.permute(0, 2, 1, 3)[seen] for layer in cache.layers],
+                        backend.generate(prompts, temperature=0.0, top_p=1.0, max_new_tokens=12, seed=0))
+    for a, b in zip(out[False][0], out[True][0], strict=True):
+        torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-5)
+    assert out[False][1] == out[True][1]
