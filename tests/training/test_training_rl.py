@@ -214,10 +214,12 @@ def test_tiny_pipeline_end_to_end_and_resumed(tmp_path: Path) -> None:
     for stage in ("data", "sft"):
         shutil.copytree(out / stage, control / stage)
     res = CliRunner().invoke(app, ["train", "pipeline", "--preset", "tiny", "--output", str(control), "--db", db,
-                                   "--workers", "1", "--from-stage", "rl", "--rl-worlds", "0"])
+                                   "--workers", "1", "--from-stage", "rl", "--rl-worlds", "0", "--rl-replay", "1"])
     assert res.exit_code == 0, res.output
     rl_metrics = [json.loads(line) for line in (control / "rl" / "metrics.jsonl").read_text().splitlines()]
-    assert [m["worlds"] for m in rl_metrics] == [0, 0] and all(m["trained_on"] == 2 for m in rl_metrics)
+    # the preset replays two teacher episodes an iteration; --rl-replay 1, one
+    assert [m["worlds"] for m in rl_metrics] == [0, 0] and all(m["trained_on"] == 1 for m in rl_metrics)
+    assert "--rl-replay 1" in json.loads((control / "pipeline.json").read_text())["command"]
     res = CliRunner().invoke(app, ["train", "compare", str(out), str(control), "--markdown"])
     assert res.exit_code == 0, res.output
     [row] = [line.split("|") for line in res.output.splitlines() if line.startswith("| single_trade")]
@@ -233,6 +235,10 @@ def test_pipeline_refuses_a_stage_without_its_inputs(tmp_path: Path) -> None:
         run_pipeline(PipelineRun(output=str(tmp_path / "x"), preset="tiny", from_stage="nope"))
     with pytest.raises(PresetError, match="no_negotiation"):
         run_pipeline(PipelineRun(output=str(tmp_path / "x"), preset="tiny", baselines=("rule_expert",)))
+    with pytest.raises(PresetError, match="nothing to learn from"):
+        run_pipeline(PipelineRun(output=str(tmp_path / "x"), preset="tiny", rl_worlds=0, rl_replay=0))
+    with pytest.raises(PresetError, match="--rl-replay is RFT's"):
+        run_pipeline(PipelineRun(output=str(tmp_path / "x"), preset="tiny", rl_method="grpo", rl_replay=4))
     res = CliRunner().invoke(app, ["train", "pipeline", "--preset", "tiny", "--output", str(tmp_path / "y"),
                                    "--from-stage", "sft"])
     assert res.exit_code != 0 and "needs" in res.output

@@ -282,6 +282,9 @@ def train_pipeline(
     rl_steps: int | None = typer.Option(None, "--rl-steps", min=1, help="RL iterations (rft) or steps (grpo)"),
     rl_worlds: int | None = typer.Option(None, "--rl-worlds", min=0, help="RFT: fresh worlds per iteration (0: the "
                                                                         "teacher replay alone, the control)"),
+    rl_replay: int | None = typer.Option(None, "--rl-replay", min=0, help="RFT: teacher episodes replayed into "
+                                                                        "each iteration's fine-tuning (default: "
+                                                                        "the preset's)"),
     preference: str | None = typer.Option(None, help="RFT: " + PREFERENCE_HELP),
     dpo_beta: float | None = typer.Option(None, "--dpo-beta", help="RFT: " + DPO_BETA_HELP),
     dpo_lr_scale: float | None = typer.Option(None, "--dpo-lr-scale", help="RFT: " + DPO_LR_SCALE_HELP),
@@ -319,7 +322,7 @@ def train_pipeline(
     run = PipelineRun(output=output, preset=preset, tasks=task_list(tasks, "--tasks"), curriculum=curriculum,
                       eval_range=eval_range, reopen=reopen, from_stage=from_stage, to_stage=to_stage,
                       rl_method=rl_method, model=model, teacher=teacher, data_seeds=data_seeds, sft_steps=max_steps,
-                      rl_iterations=rl_steps, rl_worlds=rl_worlds, preference=preference, dpo_beta=dpo_beta,
+                      rl_iterations=rl_steps, rl_worlds=rl_worlds, rl_replay=rl_replay, preference=preference, dpo_beta=dpo_beta,
                       dpo_lr_scale=dpo_lr_scale, constrained=constrained, eval_seeds=eval_seeds,
                       eval_tasks=tuple(split_list(eval_tasks)) if eval_tasks else None, workers=workers,
                       backend=backend, seed=seed, db=db,

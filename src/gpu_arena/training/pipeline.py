@@ -239,7 +239,8 @@ def _stage_rl(run: PipelineRun, paths: Paths, show: Callable[[str, int], Any]) -
         with show("rl (rft)", iterations) as bar:
             result = run_rft(RFTRun(output_dir=str(paths.rl), model=str(paths.sft), preset=run.preset,
                                     tasks=run.tasks, curriculum=run.curriculum, iterations=iterations,
-                                    worlds_per_iteration=run.rl_worlds, teacher=teacher, proposal=proposal,
+                                    worlds_per_iteration=run.rl_worlds, replay=run.rl_replay, teacher=teacher,
+                                    proposal=proposal,
                                     preference=run.preference, dpo_beta=run.dpo_beta,
                                     dpo_lr_scale=run.dpo_lr_scale,
                                     constrained=run.constrained, seed=run.seed, db=run.db, overwrite=True,

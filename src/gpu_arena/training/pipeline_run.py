@@ -44,6 +44,9 @@ class PipelineRun:
     # RFT: fresh worlds explored per iteration (None: the preset's); 0 runs the RL stage's supervised term
     # alone (teacher replay), the control an RL run is measured against
     rl_worlds: int | None = None
+    # RFT: fresh teacher episodes replayed into each iteration's fine-tuning (None: the preset's); most of
+    # an iteration's fine-tuning time on a CPU (decision 0050)
+    rl_replay: int | None = None
     # RFT: a DPO pass on the lookahead's ranked turns after each fine-tuning pass (training.preference);
     # None: the preset's
     preference: str | None = None
@@ -74,7 +77,7 @@ class PipelineRun:
         words = ["gpu-arena", "train", "pipeline", "--preset", self.preset, "--output", self.output]
         flags = {"curriculum": "--curriculum", "eval_range": "--eval-range", "rl_method": "--rl", "model": "--model",
                  "teacher": "--teacher", "sft_steps": "--max-steps",
-                 "rl_iterations": "--rl-steps", "rl_worlds": "--rl-worlds", "preference": "--preference",
+                 "rl_iterations": "--rl-steps", "rl_worlds": "--rl-worlds", "rl_replay": "--rl-replay", "preference": "--preference",
                  "dpo_beta": "--dpo-beta", "dpo_lr_scale": "--dpo-lr-scale", "data_seeds": "--data-seeds", "eval_seeds": "--eval-seeds",
                  "workers": "--workers", "backend": "--backend", "seed": "--seed"}
         defaults = PipelineRun(output=self.output)
@@ -145,6 +148,10 @@ class PipelineRun:
             raise PresetError(f"unknown backend {self.backend!r}; expected process or ray")
         if self.rl_worlds is not None and (self.rl_worlds < 0 or self.rl_method == "grpo"):
             raise PresetError("--rl-worlds is RFT's (0 or more fresh worlds per iteration)")
+        if self.rl_replay is not None and (self.rl_replay < 0 or self.rl_method == "grpo"):
+            raise PresetError("--rl-replay is RFT's (0 or more teacher episodes per iteration)")
+        if self.rl_replay == 0 and self.rl_worlds == 0:
+            raise PresetError("--rl-worlds 0 with --rl-replay 0: an RL stage with nothing to learn from")
         self._validate_preference()
         if self.accel.use_vllm and self.rl_method != "grpo":
             raise PresetError("--use-vllm generates GRPO's rollouts: add --rl grpo")
