@@ -41,11 +41,12 @@ def peak_gb() -> float:
     return float("nan")
 
 
-def one(budget: int, rows: int, width: int, start: int) -> dict[str, Any]:
-    """Prefill ``rows`` random prompts of ``width`` ids whose first ``start`` are cached already."""
+def small_backend(rows: int, width: int, budget: int) -> tuple[Any, Any]:
+    """The ``small`` preset's model (randomly initialised) in a backend of prefill budget ``budget``,
+    and ``rows`` random prompts of ``width`` ids."""
     import torch
 
-    from gpu_arena.rollouts.backends import TransformersBackend, prefill_chunk
+    from gpu_arena.rollouts.backends import TransformersBackend
     from gpu_arena.training.presets import build_model, get_preset
 
     spec = get_preset("small").model
@@ -53,7 +54,16 @@ def one(budget: int, rows: int, width: int, start: int) -> dict[str, Any]:
     # what build_model reads of a tokenizer (the prefill reads none of it)
     tok = type("Vocab", (), {"__len__": lambda self: spec.vocab_size, "eos_token_id": 1, "pad_token_id": 0})()
     backend = TransformersBackend(build_model(spec, tok, seed=0), tok, prefill_budget=budget)
-    ids = torch.randint(2, spec.vocab_size, (rows, width), generator=torch.Generator().manual_seed(0))
+    return backend, torch.randint(2, spec.vocab_size, (rows, width), generator=torch.Generator().manual_seed(0))
+
+
+def one(budget: int, rows: int, width: int, start: int) -> dict[str, Any]:
+    """Prefill ``rows`` random prompts of ``width`` ids whose first ``start`` are cached already."""
+    import torch
+
+    from gpu_arena.rollouts.backends import prefill_chunk
+
+    backend, ids = small_backend(rows, width, budget)
     mask = torch.ones_like(ids)
     cache = backend._prefill(ids[:, :start + 1], mask[:, :start + 1]) if start else None
     t0 = time.perf_counter()
@@ -69,15 +79,10 @@ def mixed(grouped: int, rows: int, width: int, start: int) -> dict[str, Any]:
     id to ``width - start``: in the backend's groups, or (``grouped=0``) in one piece."""
     import torch
 
-    from gpu_arena.rollouts.backends import TransformersBackend
+    from gpu_arena.rollouts.backends import PREFILL_BUDGET
     from gpu_arena.rollouts.kvcache import Layout
-    from gpu_arena.training.presets import build_model, get_preset
 
-    spec = get_preset("small").model
-    assert spec is not None
-    tok = type("Vocab", (), {"__len__": lambda self: spec.vocab_size, "eos_token_id": 1, "pad_token_id": 0})()
-    backend = TransformersBackend(build_model(spec, tok, seed=0), tok)
-    ids = torch.randint(2, spec.vocab_size, (rows, width), generator=torch.Generator().manual_seed(0))
+    backend, ids = small_backend(rows, width, PREFILL_BUDGET)
     rest = [1 + (width - start - 1) * r // max(1, rows - 1) for r in range(rows)]
     mask = torch.ones_like(ids)
     for r, m in enumerate(rest):  # row r: its cached prefix, pads, then its rest at the end
@@ -120,15 +125,19 @@ def main(argv: list[str] | None = None) -> int:
     budget = args.budget or PREFILL_BUDGET
     whole = measure(ONE_PIECE, rows, width, start)
     chunked = measure(budget, rows, width, start)
-    a, b = whole.pop("key_sum"), chunked.pop("key_sum")
-    same = abs(a - b) <= 1e-4 * max(1.0, abs(a))
     flat, grouped = (measure(g, rows, width, start, "--mixed") for g in (0, 1))
-    c, d = flat.pop("key_sum"), grouped.pop("key_sum")
+
+    def same(x: dict[str, Any], y: dict[str, Any]) -> bool:
+        """The two ways left the same keys (their sums, to 1e-4 relative); the sums leave the rows."""
+        a, b = x.pop("key_sum"), y.pop("key_sum")
+        return bool(abs(a - b) <= 1e-4 * max(1.0, abs(a)))
+
+    chunks_same, groups_same = same(whole, chunked), same(flat, grouped)
     print(json.dumps({"bench": "prefill", "rows": rows, "width": width, "cached": start, "budget": budget,
-                      "one_piece": whole, "chunked": chunked, "same_cache": same,
+                      "one_piece": whole, "chunked": chunked, "same_cache": chunks_same,
                       "peak_ratio": round(whole["peak_gb"] / chunked["peak_gb"], 2),
                       "mixed": {"one_piece": flat, "grouped": grouped,
-                                "same_cache": abs(c - d) <= 1e-4 * max(1.0, abs(c)),
+                                "same_cache": groups_same,
                                 "speedup": round(flat["seconds"] / max(grouped["seconds"], 1e-9), 2)}}))
     return 0
 

@@ -95,6 +95,14 @@ def prefill_groups(rest: Sequence[int], cost: int = PREFILL_GROUP_COST) -> list[
     return groups
 
 
+def _widened(t: Any, rows: Any, pads: int) -> Any:
+    """Rows ``rows`` of a ``[batch, heads, length, dim]`` cache tensor, ``pads`` zero columns after them."""
+    import torch
+
+    t = t[rows]
+    return torch.cat([t, t.new_zeros((*t.shape[:2], pads, t.shape[3]))], dim=2)
+
+
 class TransformersBackend:
     """``model.generate`` (see the module). ``group_size`` prompts per call, sorted by length: on
     the CPU a small model's decoding steps cost more than the padded prefill, so the default takes
@@ -229,12 +237,9 @@ class TransformersBackend:
             for rows in groups:
                 index = torch.tensor(rows, device=ids.device)
                 start = layout.W - max(layout.rest[r] for r in rows)
-                layers = []
-                for layer in cache.layers:
-                    k, v = layer.keys[index], layer.values[index]
-                    layers.append((torch.cat([k, k.new_zeros((*k.shape[:2], start - layout.C, k.shape[3]))], dim=2),
-                                   torch.cat([v, v.new_zeros((*v.shape[:2], start - layout.C, v.shape[3]))], dim=2)))
-                part = DynamicCache(ddp_cache_data=layers)
+                pads = start - layout.C
+                part = DynamicCache(ddp_cache_data=[(_widened(layer.keys, index, pads), _widened(layer.values, index, pads))
+                                                    for layer in cache.layers])
                 if start < layout.W - 1:
                     part = self._prefill(ids[index], mask[index], part, start=start)
                 else:  # only the last id, which generate feeds: counted as a one-piece prefill counts it

@@ -15,7 +15,7 @@ from ..policies import policy_names
 from .accel import Accel
 from .curriculum import CURRICULA
 from .preference import check_preference
-from .presets import PresetError, check_starting_model, get_preset
+from .presets import PresetError, check_rft_sources, check_starting_model, get_preset
 
 STAGES = ("data", "sft", "rl", "eval")
 RL_METHODS = ("rft", "grpo")
@@ -150,8 +150,10 @@ class PipelineRun:
             raise PresetError("--rl-worlds is RFT's (0 or more fresh worlds per iteration)")
         if self.rl_replay is not None and (self.rl_replay < 0 or self.rl_method == "grpo"):
             raise PresetError("--rl-replay is RFT's (0 or more teacher episodes per iteration)")
-        if self.rl_replay == 0 and self.rl_worlds == 0:
-            raise PresetError("--rl-worlds 0 with --rl-replay 0: an RL stage with nothing to learn from")
+        if self.rl_method == "rft":
+            rft = get_preset(self.preset).rft
+            check_rft_sources(rft.worlds_per_iteration if self.rl_worlds is None else self.rl_worlds,
+                              rft.replay if self.rl_replay is None else self.rl_replay, "--rl-replay")
         self._validate_preference()
         if self.accel.use_vllm and self.rl_method != "grpo":
             raise PresetError("--use-vllm generates GRPO's rollouts: add --rl grpo")

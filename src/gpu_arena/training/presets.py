@@ -354,6 +354,13 @@ def check_model_path(path: str | Path) -> Path:
     return p
 
 
+def check_rft_sources(worlds: int | None, replay: int | None, replay_flag: str = "--replay") -> None:
+    """An RFT run learns from fresh worlds, replayed teacher episodes or both: refused with neither,
+    by the run itself and by the pipeline before its data and SFT stages spend an hour."""
+    if worlds == 0 and not replay:
+        raise PresetError(f"with no worlds to explore there is nothing to learn from: give {replay_flag} N")
+
+
 def check_starting_model(preset: Preset, model: str | Path | None) -> None:
     """What :func:`gpu_arena.training.common.starting_model` will load is there: ``model``, or for a
     preset without a config (smollm2) its GGUF. Cheap (no weights are read)."""
@@ -439,6 +446,7 @@ __all__ = [
     "build_model",
     "chat_template",
     "check_model_path",
+    "check_rft_sources",
     "check_starting_model",
     "corpus_for_tokenizer",
     "fill_defaults",

@@ -34,7 +34,7 @@ from .curriculum import CURRICULA, world_tasks
 from .lookahead import PREFER, ROLL_IN, correction_record, improve, pair_record
 from .moves import repeated_moves
 from .preference import check_preference, fitting_pairs, preference_pass
-from .presets import PresetError, fill_defaults, get_preset, save_checkpoint
+from .presets import PresetError, check_rft_sources, fill_defaults, get_preset, save_checkpoint
 from .progress import drop_printer
 from .rollouts import BatchedSampler, Rollout, RolloutStats, World
 from .runlog import RunLog
@@ -135,8 +135,7 @@ class RFTRun:
             raise PresetError(f"roll_in must be one of {', '.join(ROLL_IN)} and prefer one of {', '.join(PREFER)}")
         if self.lr_schedule not in (None, *LR_SCHEDULES):
             raise PresetError(f"unknown lr_schedule {self.lr_schedule!r}; expected one of {', '.join(LR_SCHEDULES)}")
-        if self.worlds_per_iteration == 0 and not self.replay:
-            raise PresetError("with no worlds to explore there is nothing to learn from: give --replay N")
+        check_rft_sources(self.worlds_per_iteration, self.replay)
         if self.train_on not in (None, *TRAIN_ON):
             raise PresetError(f"unknown train_on {self.train_on!r}; expected one of {', '.join(TRAIN_ON)}")
         if self.train_on == "corrections" and self.explore != "lookahead":
