@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from gpu_arena.evaluation.runner import play_episode
-from gpu_arena.policies import make_policy, policy_families
+from gpu_arena.policies import make_policy, policy_families, scripted_policies
 from gpu_arena.policies.ablation import STEPS
 
 
@@ -55,3 +55,18 @@ def test_bad_names_are_refused_plainly(name: str) -> None:
     assert "step" in str(e.value) or "unknown policy" in str(e.value)
     if name == "without:dance":
         assert all(s in str(e.value) for s in STEPS)
+
+
+def test_a_list_of_scripted_policies_is_read_and_checked() -> None:
+    assert scripted_policies("rule_expert_short, without:buy,wait") == ("rule_expert_short", "without:buy", "wait")
+    assert scripted_policies("random_valid") == ("random_valid",)
+
+
+@pytest.mark.parametrize(("spec", "says"), [
+    ("", "empty policy"), ("wait,,rule_expert", "empty policy"), ("wait,wait", "names a policy twice"),
+    ("rule_expert,nobody", "unknown scripted policy 'nobody'"), ("without:dance", "unknown step 'dance'"),
+    ("llm:hf:/tmp/x", "unknown scripted policy 'llm:hf:/tmp/x'"),  # a model is not loaded to check a name
+])
+def test_a_bad_list_of_scripted_policies_is_refused(spec: str, says: str) -> None:
+    with pytest.raises(ValueError, match=says):
+        scripted_policies(spec)

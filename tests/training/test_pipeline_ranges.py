@@ -80,9 +80,10 @@ def test_command_line_round_trips_the_new_options(tmp_path: Path, monkeypatch: p
 
     run = PipelineRun(output=str(tmp_path / "out"), preset="tiny", tasks=THREE, curriculum="ordered",
                       eval_range="test", reopen=True, eval_tasks=("coalition_market",), teacher="rule_expert_short",
-                      preference="dpo", dpo_beta=0.2, dpo_lr_scale=0.5)
+                      preference="dpo", dpo_beta=0.2, dpo_lr_scale=0.5, rl_proposals="without:buy,wait")
     cmd = run.command_line()
     assert "--preference dpo --dpo-beta 0.2 --dpo-lr-scale 0.5" in cmd
+    assert "--rl-proposals without:buy,wait" in cmd
     assert "--tasks single_trade,market_round,coalition_market" in cmd and "--curriculum ordered" in cmd
     assert "--teacher rule_expert_short" in cmd
     assert "--eval-range test" in cmd and cmd.endswith("--reopen")
@@ -113,6 +114,9 @@ def test_command_line_round_trips_the_new_options(tmp_path: Path, monkeypatch: p
     ({"eval_seeds": RANGE_SIZE + 1}, "the ranges do not overlap"),
     ({"tasks": ("single_trade", "single_trade")}, "names a task twice"),
     ({"tasks": ()}, "names no task"),
+    ({"rl_proposals": "without:dance"}, "--rl-proposals: unknown step 'dance'"),
+    ({"rl_proposals": "wait,wait"}, "--rl-proposals: 'wait,wait' names a policy twice"),
+    ({"rl_proposals": "wait", "rl_method": "grpo", "curriculum": "mixed"}, "candidates of RFT's lookahead"),
 ])
 def test_pipeline_refuses_bad_switches(tmp_path: Path, changes: dict[str, Any], says: str) -> None:
     with pytest.raises(PresetError, match=says):
@@ -130,6 +134,12 @@ def test_the_teacher_replaces_the_presets_own_wherever_it_appears() -> None:
     assert rft_teachers(PipelineRun(output="o", preset="tiny", teacher="rule_expert_short")) == (
         "rule_expert_short", None)
     assert PipelineRun(output="o", teacher=None).resolved().teacher == "rule_expert"
+    # more proposal policies come after the first one, the teacher named once
+    assert rft_teachers(PipelineRun(output="o", preset="small", teacher="rule_expert_short",
+                                    rl_proposals="without:buy,rule_expert_short,wait")) == (
+        "rule_expert_short", "rule_expert_short,without:buy,wait")
+    assert rft_teachers(PipelineRun(output="o", preset="tiny", rl_proposals="wait")) == (
+        "rule_expert", "random_valid,wait")
 
 
 def test_the_rl_stage_hands_the_preference_pass_to_rft(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

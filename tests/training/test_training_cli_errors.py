@@ -140,6 +140,8 @@ def test_train_grpo_refuses_a_server_that_does_not_answer(tmp_path: Path, checkp
 
 @pytest.mark.parametrize(("extra", "says"), [
     (["--proposal", "nope"], "--proposal: unknown scripted policy 'nope'"),
+    (["--proposal", "rule_expert,without:dance"], "--proposal: unknown step 'dance'"),
+    (["--proposal", "wait,,rule_expert"], "--proposal: 'wait,,rule_expert' names an empty policy"),
     (["--finisher", "nope"], "--finisher: unknown scripted policy 'nope'"),
     (["--teacher", "llm:hf:x"], "--teacher: unknown scripted policy"),
     (["--tasks", ""], "--task names no task"),

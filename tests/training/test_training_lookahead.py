@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -119,3 +120,30 @@ def test_an_rft_run_adds_a_dpo_pass_on_its_changed_turns(tiny_sft: Path, tmp_pat
     # constrained: every greedy answer is readable; ties go to it (prefer=greedy), so a change is a win
     assert metrics["pairs"] == metrics["pairs_trained"] == metrics["corrections"] > 0
     assert math.isfinite(metrics["dpo_loss"])
+
+
+def test_every_proposal_policy_is_asked_and_the_first_keeps_its_seeds(tiny_sft: Path) -> None:
+    model, tok = load_pretrained(tiny_sft)
+    asked: list[tuple[str, int]] = []
+
+    def run(proposal: str) -> list[float]:
+        sampler = BatchedSampler(model, tok, temperature=1.0, max_new_tokens=40, proposal=proposal)
+        pool = sampler.pool
+        propose = pool.propose
+
+        def recording(items: Any) -> Any:
+            asked.extend((policy, seed) for _key, policy, seed in items)
+            return propose(items)
+
+        pool.propose = recording  # type: ignore[method-assign]
+        improved, _ = improve(sampler, WORLDS[:2], samples=1, proposals=1, seed=3, finisher="rule_expert")
+        return [x.greedy_return for x in improved]
+
+    alone = run("random_valid")
+    first = list(asked)
+    asked.clear()
+    both = run("random_valid,without:answer_offers")
+    assert alone == both  # the greedy episode is the model's: more candidates do not change it
+    assert {p for p, _ in asked} == {"random_valid", "without:answer_offers"}
+    # the first policy's seeds on the first turn are those of a run with it alone
+    assert [s for p, s in asked if p == "random_valid"][:2] == [s for _, s in first][:2]

@@ -25,6 +25,7 @@ from .train_checks import (
     check_number,
     check_opponents,
     check_output,
+    check_proposals,
     check_scripted,
     check_start,
     fail,
@@ -194,7 +195,8 @@ def train_rft(
     lr_schedule: str | None = typer.Option(None, help="constant | linear (down over the iterations)"),
     epochs: float | None = typer.Option(None, min=0.01, help="passes over each iteration's records"),
     explore: str | None = typer.Option(None, help="lookahead | turn | episode"),
-    proposal: str | None = typer.Option(None, help="scripted policy whose moves are candidates ('' for none)"),
+    proposal: str | None = typer.Option(None, help="scripted policies whose moves are candidates, comma-separated "
+                                                          "(rule_expert_short,without:buy; '' for none)"),
     finisher: str | None = typer.Option(None, help="lookahead: scripted policy finishing the forks ('' the model)"),
     roll_in: str | None = typer.Option(None, help="lookahead: go on with the best move or the model's (best | "
                                                   "greedy)"),
@@ -235,7 +237,7 @@ def train_rft(
     check_finite("--min-return", min_return)
     check_number("--dpo-beta", dpo_beta)
     check_number("--dpo-lr-scale", dpo_lr_scale)
-    check_scripted("--proposal", proposal, none=True)
+    check_proposals("--proposal", proposal)
     check_scripted("--finisher", finisher, none=True)
     check_scripted("--teacher", teacher)
     try:
@@ -285,6 +287,9 @@ def train_pipeline(
     rl_replay: int | None = typer.Option(None, "--rl-replay", min=0, help="RFT: teacher episodes replayed into "
                                                                         "each iteration's fine-tuning (default: "
                                                                         "the preset's)"),
+    rl_proposals: str | None = typer.Option(None, "--rl-proposals", help="RFT: more scripted policies whose moves "
+                                            "the lookahead scores, comma-separated (beside the teacher's; "
+                                            "without:<step> is the teacher's next move)"),
     preference: str | None = typer.Option(None, help="RFT: " + PREFERENCE_HELP),
     dpo_beta: float | None = typer.Option(None, "--dpo-beta", help="RFT: " + DPO_BETA_HELP),
     dpo_lr_scale: float | None = typer.Option(None, "--dpo-lr-scale", help="RFT: " + DPO_LR_SCALE_HELP),
@@ -322,7 +327,8 @@ def train_pipeline(
     run = PipelineRun(output=output, preset=preset, tasks=task_list(tasks, "--tasks"), curriculum=curriculum,
                       eval_range=eval_range, reopen=reopen, from_stage=from_stage, to_stage=to_stage,
                       rl_method=rl_method, model=model, teacher=teacher, data_seeds=data_seeds, sft_steps=max_steps,
-                      rl_iterations=rl_steps, rl_worlds=rl_worlds, rl_replay=rl_replay, preference=preference, dpo_beta=dpo_beta,
+                      rl_iterations=rl_steps, rl_worlds=rl_worlds, rl_replay=rl_replay, rl_proposals=rl_proposals,
+                      preference=preference, dpo_beta=dpo_beta,
                       dpo_lr_scale=dpo_lr_scale, constrained=constrained, eval_seeds=eval_seeds,
                       eval_tasks=tuple(split_list(eval_tasks)) if eval_tasks else None, workers=workers,
                       backend=backend, seed=seed, db=db,

@@ -43,6 +43,19 @@ def check_scripted(option: str, name: str | None, *, none: bool = False) -> None
                                  f"{', '.join(policy_names())}{extra}")
 
 
+def check_proposals(option: str, spec: str | None) -> None:
+    """``spec`` (if given and not '') names scripted policies separated by commas (``without:<step>``
+    included): the lookahead's proposal policies."""
+    from ..policies import scripted_policies
+
+    if spec is None or spec == "":
+        return
+    try:
+        scripted_policies(spec)
+    except ValueError as e:
+        raise typer.BadParameter(f"{option}: {e}") from None
+
+
 def check_opponents(value: str | None, *, league: bool = False) -> str | None:
     """One policy for every other seat: ``archetypes``, a policy name (a family's, ``llm:...``, is
     not built here) or, with ``league``, ``league:topK`` (resolved from the store when the run

@@ -133,6 +133,24 @@ def _accepted(factory: Callable[..., Policy]) -> frozenset[str] | None:
     return frozenset(accepted)
 
 
+def scripted_policies(spec: str) -> tuple[str, ...]:
+    """The scripted policies a comma-separated ``spec`` names (``rule_expert_short,without:buy``),
+    each checked by building it: registered names and the built-in ``without:`` family, not a
+    family that loads a model. Raises :class:`ValueError` on an empty entry, a name given twice or
+    one that does not build."""
+    names = tuple(part.strip() for part in spec.split(","))
+    if not spec.strip() or any(not n for n in names):
+        raise ValueError(f"{spec!r} names an empty policy; expected names separated by commas")
+    if len(set(names)) < len(names):
+        raise ValueError(f"{spec!r} names a policy twice")
+    for name in names:
+        if name not in _REGISTRY and name.partition(":")[0] != "without":
+            raise ValueError(f"unknown scripted policy {name!r}; expected one of {', '.join(policy_names())} "
+                             f"or without:<step>[:<policy>]")
+        make_policy(name)  # a bad step or base is refused here, not in a worker mid-run
+    return names
+
+
 def _build(factory: Callable[..., Policy], params: dict[str, Any], *args: Any) -> Policy:
     try:
         accepted = _accepted(factory)
@@ -145,4 +163,5 @@ def _build(factory: Callable[..., Policy], params: dict[str, Any], *args: Any) -
 
 __all__ = ["ARCHETYPES", "BASELINES", "DEFAULT_OPPONENTS", "FAMILY_ENTRY_POINTS", "SELF_PLAY",
            "OpponentsError", "OpponentsSpec", "Policy", "install_plugins", "make_policy", "make_seat_policy", "plugins",
-           "policy_families", "policy_names", "register_policy", "register_policy_family"]
+           "policy_families", "policy_names", "register_policy", "register_policy_family",
+           "scripted_policies"]

@@ -25,6 +25,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ..policies import scripted_policies
 from .backends import Backend
 from .session import Answer, Rollout, Turn, World
 from .workers import WorkerPool
@@ -262,6 +263,7 @@ class RolloutEngine:
                                                                                   list(range(1, n, 2))]
         pending: list[Any] = [None] * len(halves)
         call = played = 0
+        policies = scripted_policies(self.proposal) if self.proposal else ()
         while True:
             busy = False
             for h, rows in enumerate(halves):
@@ -275,8 +277,9 @@ class RolloutEngine:
                 answers: dict[int, list[int] | str | Answer] = {}
                 chosen = [i for i in live if proposed[i] and explore[i] == flight.turns[i]]
                 if chosen:
+                    # several proposal policies take the episodes in turn
                     answers.update(zip(chosen, self.pool.propose(
-                        [(flight.keys[i], str(self.proposal), seed + i) for i in chosen]).wait(), strict=True))
+                        [(flight.keys[i], policies[i % len(policies)], seed + i) for i in chosen]).wait(), strict=True))
                 sampled = [i for i in live if i not in answers and self.temperature > 0
                            and explore[i] in (None, flight.turns[i])]
                 greedy = [i for i in live if i not in answers and i not in set(sampled)]

@@ -1,8 +1,10 @@
 """Policy improvement by lookahead: the live environment picks each turn's move among candidates.
 
 For every world, the episode is played turn by turn. At each turn the seat's candidates are the
-model's greedy answer, ``samples`` answers sampled from the model and ``proposals`` moves of a
-scripted proposal policy (``random_valid``: valid moves with no expertise in them). Each
+model's greedy answer, ``samples`` answers sampled from the model and ``proposals`` moves of each
+scripted proposal policy (``random_valid``: valid moves with no expertise in them; the teacher; the
+teacher with one of its steps switched off, ``without:<step>``, whose move is the one the teacher
+would make next). Each
 candidate is scored by forking the environment (:meth:`gpu_arena.GpuArenaEnv.fork`, opponents and
 shocks included), playing the candidate, and letting the model finish the episode greedily: the
 candidate's value is its return-to-go. The best candidate is played (the greedy one on ties), and
@@ -31,6 +33,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..llm.parsing import FormatError, parse_action
+from ..policies import scripted_policies
 from ..rollouts.engine import Flight
 from .rollouts import Answer, BatchedSampler, Rollout, RolloutStats, World
 
@@ -90,11 +93,12 @@ def improve(sampler: BatchedSampler, worlds: Sequence[World], *, samples: int = 
     episode) or ``greedy`` (the model's own answer, so the next turns are searched in the states the
     model itself reaches, as DAgger collects its labels). ``prefer``: who wins a tie, ``greedy`` (the
     model's answer, unless another candidate is strictly better) or ``proposal`` (the first proposal
-    move, unless the greedy answer or a sample is strictly better). ``pairs``: keep a ranked pair
+    policy's first move, unless the greedy answer or a sample is strictly better). ``pairs``: keep a ranked pair
     for every changed turn whose greedy answer is readable (:attr:`Improved.pairs`)."""
     if roll_in not in ROLL_IN or prefer not in PREFER:
         raise ValueError(f"roll_in must be one of {ROLL_IN} and prefer one of {PREFER}")
     engine, pool = sampler.engine, sampler.pool
+    policies = scripted_policies(sampler.proposal) if sampler.proposal else ()
     mark = engine.begin()
     flight = engine.open(worlds)
     n = len(worlds)
@@ -117,11 +121,12 @@ def improve(sampler: BatchedSampler, worlds: Sequence[World], *, samples: int = 
         for (i, _), answer in zip(raw, read, strict=True):
             cands[i].append(answer)
         first_proposal: dict[int, str] = {}
-        if sampler.proposal:
-            asks = [(i, k) for k in range(proposals) for i in live]
-            moves = pool.propose([(flight.keys[i], sampler.proposal, seed * 7919 + turn * 131 + 17 * k + i)
-                                  for i, k in asks]).wait()
-            for (i, _), move in zip(asks, moves, strict=True):
+        if policies:
+            # each proposal policy's moves; the first policy's keep the seeds of a run with one
+            asks = [(i, p, k) for p in range(len(policies)) for k in range(proposals) for i in live]
+            moves = pool.propose([(flight.keys[i], policies[p], seed * 7919 + turn * 131 + 17 * k + 7877 * p + i)
+                                  for i, p, k in asks]).wait()
+            for (i, _, _), move in zip(asks, moves, strict=True):
                 cands[i].append(move)
                 first_proposal.setdefault(i, _key(move))
         jobs: list[tuple[int, int]] = []

@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from ..evaluation.ranges import all_bounds, get_range
+from ..policies import scripted_policies
 from .common import logged_run
 from .evidence import per_task
 from .pipeline_run import RL_METHODS, STAGES, PipelineRun
@@ -184,11 +185,17 @@ def check_look(run: PipelineRun, state: dict[str, Any]) -> None:
 # ---------------------------------------------------------------------- stages
 
 def rft_teachers(run: PipelineRun) -> tuple[str, str | None]:
-    """The RFT stage's replayed teacher and lookahead proposal policy: the run's teacher where the
-    preset uses its own (another proposal, ``random_valid``'s exploration, is the preset's: None)."""
+    """The RFT stage's replayed teacher and lookahead proposal policies: the run's teacher where the
+    preset uses its own (another proposal, ``random_valid``'s exploration, is the preset's: None),
+    then ``--rl-proposals`` after it."""
     preset = get_preset(run.preset)
     teacher = str(run.resolved().teacher)
-    return teacher, (teacher if preset.rft.proposal == preset.pipeline.teacher else None)
+    proposal = teacher if preset.rft.proposal == preset.pipeline.teacher else None
+    if run.rl_proposals:  # more candidates, after the first policy's, which keeps its seeds and wins ties first
+        first = proposal or preset.rft.proposal
+        extra = [p for p in scripted_policies(run.rl_proposals) if p != first]
+        proposal = ",".join([*([first] if first else []), *extra])
+    return teacher, proposal
 
 
 def _stage_data(run: PipelineRun, paths: Paths, show: Callable[[str, int], Any]) -> dict[str, Any]:

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field, replace
 
 from ..core.types import TASKS
 from ..evaluation.ranges import DEFAULT_RANGE, RANGES, get_range
-from ..policies import policy_names
+from ..policies import policy_names, scripted_policies
 from .accel import Accel
 from .curriculum import CURRICULA
 from .preference import check_preference
@@ -47,6 +47,9 @@ class PipelineRun:
     # RFT: fresh teacher episodes replayed into each iteration's fine-tuning (None: the preset's); most of
     # an iteration's fine-tuning time on a CPU (decision 0050)
     rl_replay: int | None = None
+    # RFT: scripted policies whose moves the lookahead scores beside the teacher's (comma-separated;
+    # ``without:<step>``: the teacher's next move); None: the teacher's alone
+    rl_proposals: str | None = None
     # RFT: a DPO pass on the lookahead's ranked turns after each fine-tuning pass (training.preference);
     # None: the preset's
     preference: str | None = None
@@ -77,7 +80,8 @@ class PipelineRun:
         words = ["gpu-arena", "train", "pipeline", "--preset", self.preset, "--output", self.output]
         flags = {"curriculum": "--curriculum", "eval_range": "--eval-range", "rl_method": "--rl", "model": "--model",
                  "teacher": "--teacher", "sft_steps": "--max-steps",
-                 "rl_iterations": "--rl-steps", "rl_worlds": "--rl-worlds", "rl_replay": "--rl-replay", "preference": "--preference",
+                 "rl_iterations": "--rl-steps", "rl_worlds": "--rl-worlds", "rl_replay": "--rl-replay",
+                 "rl_proposals": "--rl-proposals", "preference": "--preference",
                  "dpo_beta": "--dpo-beta", "dpo_lr_scale": "--dpo-lr-scale", "data_seeds": "--data-seeds", "eval_seeds": "--eval-seeds",
                  "workers": "--workers", "backend": "--backend", "seed": "--seed"}
         defaults = PipelineRun(output=self.output)
@@ -150,6 +154,13 @@ class PipelineRun:
             raise PresetError("--rl-worlds is RFT's (0 or more fresh worlds per iteration)")
         if self.rl_replay is not None and (self.rl_replay < 0 or self.rl_method == "grpo"):
             raise PresetError("--rl-replay is RFT's (0 or more teacher episodes per iteration)")
+        if self.rl_proposals is not None:
+            if self.rl_method == "grpo" or get_preset(self.preset).rft.explore != "lookahead":
+                raise PresetError("--rl-proposals are candidates of RFT's lookahead")
+            try:
+                scripted_policies(self.rl_proposals)
+            except ValueError as e:
+                raise PresetError(f"--rl-proposals: {e}") from None
         if self.rl_method == "rft":
             rft = get_preset(self.preset).rft
             check_rft_sources(rft.worlds_per_iteration if self.rl_worlds is None else self.rl_worlds,

@@ -27,6 +27,7 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from ..core.types import SPLITS, TASKS
+from ..policies import scripted_policies
 from ..rollouts import BACKENDS as WORKER_BACKENDS
 from .accel import Accel
 from .common import check_output_dir, describe_model, logged_run, starting_model, use_cpu
@@ -129,6 +130,11 @@ class RFTRun:
             raise PresetError("anchors are the lookahead's unimproved greedy episodes: they need explore=lookahead")
         if self.proposal and self.explore == "episode":
             raise PresetError("a proposal policy supplies deviations: it needs explore=turn or lookahead")
+        if self.proposal:
+            try:
+                scripted_policies(self.proposal)
+            except ValueError as e:
+                raise PresetError(f"proposal: {e}") from None
         if self.explore in ("turn", "lookahead") and self.baseline == "mean":
             raise PresetError("explore=turn deviates from the greedy episode: use baseline=greedy")
         if self.roll_in not in (None, *ROLL_IN) or self.prefer not in (None, *PREFER):
