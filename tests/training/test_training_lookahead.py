@@ -147,3 +147,33 @@ def test_every_proposal_policy_is_asked_and_the_first_keeps_its_seeds(tiny_sft: 
     assert {p for p, _ in asked} == {"random_valid", "without:answer_offers"}
     # the first policy's seeds on the first turn are those of a run with it alone
     assert [s for p, s in asked if p == "random_valid"][:2] == [s for _, s in first][:2]
+
+
+def test_both_trains_the_changed_turns_in_a_pass_of_their_own(tiny_sft: Path, tmp_path: Path,
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    import json
+
+    import gpu_arena.training.rft as rft
+
+    passes: list[list[str]] = []
+    real = rft.fine_tune
+
+    def recording(model: Any, tok: Any, records: list[dict[str, Any]], **kw: Any) -> Any:
+        passes.append(["prompt" if "prompt" in r else "episode" for r in records])
+        return real(model, tok, records, **kw)
+
+    monkeypatch.setattr(rft, "fine_tune", recording)
+    run = rft.RFTRun(output_dir=str(tmp_path / "rl"), model=str(tiny_sft), preset="tiny", seed_start=3, iterations=1,
+                     worlds_per_iteration=3, proposal="rule_expert", finisher="rule_expert", constrained=True,
+                     train_on="both", replay=2, teacher="rule_expert", db=str(tmp_path / "a.db"))
+    rft.run_rft(run)
+    [metrics] = [json.loads(line) for line in (tmp_path / "rl" / "metrics.jsonl").read_text().splitlines()
+                 if '"iteration"' in line]
+    assert metrics["corrections"] > 0 and len(passes) == 2
+    first, second = passes
+    assert len(first) == metrics["kept"] + 2  # the kept episodes and the teacher's replay
+    assert second == ["prompt"] * metrics["corrections"]  # then the changed turns, as prompt-completion records
+    assert metrics["trained_on"] == len(first) + len(second)
+    with pytest.raises(rft.PresetError, match="train_on=both needs explore=lookahead"):
+        rft.RFTRun(output_dir=str(tmp_path / "x"), model=str(tiny_sft), preset="tiny", explore="turn", anchors=False,
+                   train_on="both").resolved().validate()

@@ -201,7 +201,8 @@ def train_rft(
     roll_in: str | None = typer.Option(None, help="lookahead: go on with the best move or the model's (best | "
                                                   "greedy)"),
     prefer: str | None = typer.Option(None, help="lookahead ties: greedy | proposal"),
-    train_on: str | None = typer.Option(None, help="episodes | corrections (the lookahead's changed turns)"),
+    train_on: str | None = typer.Option(None, help="episodes | corrections (the lookahead's changed turns) | both (the "
+                                                  "changed turns in a pass of their own after the episodes)"),
     preference: str | None = typer.Option(None, help=PREFERENCE_HELP),
     dpo_beta: float | None = typer.Option(None, "--dpo-beta", help=DPO_BETA_HELP),
     dpo_lr_scale: float | None = typer.Option(None, "--dpo-lr-scale", help=DPO_LR_SCALE_HELP),
@@ -290,6 +291,8 @@ def train_pipeline(
     rl_proposals: str | None = typer.Option(None, "--rl-proposals", help="RFT: more scripted policies whose moves "
                                             "the lookahead scores, comma-separated (beside the teacher's; "
                                             "without:<step> is the teacher's next move)"),
+    rl_train_on: str | None = typer.Option(None, "--rl-train-on", help="RFT: episodes | corrections | both (the "
+                                           "lookahead's changed turns in a pass of their own after the episodes)"),
     preference: str | None = typer.Option(None, help="RFT: " + PREFERENCE_HELP),
     dpo_beta: float | None = typer.Option(None, "--dpo-beta", help="RFT: " + DPO_BETA_HELP),
     dpo_lr_scale: float | None = typer.Option(None, "--dpo-lr-scale", help="RFT: " + DPO_LR_SCALE_HELP),
@@ -328,7 +331,7 @@ def train_pipeline(
                       eval_range=eval_range, reopen=reopen, from_stage=from_stage, to_stage=to_stage,
                       rl_method=rl_method, model=model, teacher=teacher, data_seeds=data_seeds, sft_steps=max_steps,
                       rl_iterations=rl_steps, rl_worlds=rl_worlds, rl_replay=rl_replay, rl_proposals=rl_proposals,
-                      preference=preference, dpo_beta=dpo_beta,
+                      rl_train_on=rl_train_on, preference=preference, dpo_beta=dpo_beta,
                       dpo_lr_scale=dpo_lr_scale, constrained=constrained, eval_seeds=eval_seeds,
                       eval_tasks=tuple(split_list(eval_tasks)) if eval_tasks else None, workers=workers,
                       backend=backend, seed=seed, db=db,

@@ -247,7 +247,7 @@ def _stage_rl(run: PipelineRun, paths: Paths, show: Callable[[str, int], Any]) -
             result = run_rft(RFTRun(output_dir=str(paths.rl), model=str(paths.sft), preset=run.preset,
                                     tasks=run.tasks, curriculum=run.curriculum, iterations=iterations,
                                     worlds_per_iteration=run.rl_worlds, replay=run.rl_replay, teacher=teacher,
-                                    proposal=proposal,
+                                    proposal=proposal, train_on=run.rl_train_on,
                                     preference=run.preference, dpo_beta=run.dpo_beta,
                                     dpo_lr_scale=run.dpo_lr_scale,
                                     constrained=run.constrained, seed=run.seed, db=run.db, overwrite=True,

@@ -50,6 +50,8 @@ class PipelineRun:
     # RFT: scripted policies whose moves the lookahead scores beside the teacher's (comma-separated;
     # ``without:<step>``: the teacher's next move); None: the teacher's alone
     rl_proposals: str | None = None
+    # RFT: what each iteration fine-tunes on (training.rft.TRAIN_ON); None: the preset's
+    rl_train_on: str | None = None
     # RFT: a DPO pass on the lookahead's ranked turns after each fine-tuning pass (training.preference);
     # None: the preset's
     preference: str | None = None
@@ -81,7 +83,7 @@ class PipelineRun:
         flags = {"curriculum": "--curriculum", "eval_range": "--eval-range", "rl_method": "--rl", "model": "--model",
                  "teacher": "--teacher", "sft_steps": "--max-steps",
                  "rl_iterations": "--rl-steps", "rl_worlds": "--rl-worlds", "rl_replay": "--rl-replay",
-                 "rl_proposals": "--rl-proposals", "preference": "--preference",
+                 "rl_proposals": "--rl-proposals", "rl_train_on": "--rl-train-on", "preference": "--preference",
                  "dpo_beta": "--dpo-beta", "dpo_lr_scale": "--dpo-lr-scale", "data_seeds": "--data-seeds", "eval_seeds": "--eval-seeds",
                  "workers": "--workers", "backend": "--backend", "seed": "--seed"}
         defaults = PipelineRun(output=self.output)
@@ -161,6 +163,13 @@ class PipelineRun:
                 scripted_policies(self.rl_proposals)
             except ValueError as e:
                 raise PresetError(f"--rl-proposals: {e}") from None
+        if self.rl_train_on is not None:
+            from .rft import TRAIN_ON
+
+            if self.rl_method == "grpo" or self.rl_train_on not in TRAIN_ON:
+                raise PresetError(f"--rl-train-on is RFT's: one of {', '.join(TRAIN_ON)}")
+            if self.rl_train_on != "episodes" and get_preset(self.preset).rft.explore != "lookahead":
+                raise PresetError("--rl-train-on corrections and both train on the lookahead's changed turns")
         if self.rl_method == "rft":
             rft = get_preset(self.preset).rft
             check_rft_sources(rft.worlds_per_iteration if self.rl_worlds is None else self.rl_worlds,

@@ -81,7 +81,8 @@ class RFTRun:
     finisher: str | None = None
     # explore=lookahead: the episodes go on with the best move ("best") or the model's own ("greedy": the
     # states the model reaches); ties go to the model's answer ("greedy") or to the proposal ("proposal");
-    # fine-tune on whole episodes ("episodes") or on the changed turns alone ("corrections")
+    # fine-tune on whole episodes ("episodes"), on the changed turns alone ("corrections") or on both,
+    # the changed turns in a pass of their own after the episodes ("both"): TRAIN_ON
     roll_in: str | None = None
     prefer: str | None = None
     train_on: str | None = None
@@ -144,8 +145,9 @@ class RFTRun:
         check_rft_sources(self.worlds_per_iteration, self.replay)
         if self.train_on not in (None, *TRAIN_ON):
             raise PresetError(f"unknown train_on {self.train_on!r}; expected one of {', '.join(TRAIN_ON)}")
-        if self.train_on == "corrections" and self.explore != "lookahead":
-            raise PresetError("corrections are the lookahead's changed turns: train_on=corrections needs explore=lookahead")
+        if self.train_on in ("corrections", "both") and self.explore != "lookahead":
+            raise PresetError(f"corrections are the lookahead's changed turns: train_on={self.train_on} needs "
+                              f"explore=lookahead")
         check_preference(self.preference, self.explore, self.dpo_beta, self.dpo_lr_scale)
         if (self.temperature or 0.0) <= 0:
             raise PresetError("temperature must be above 0 (greedy sampling gives every sample the same episode)")
@@ -156,7 +158,11 @@ class RFTRun:
 
 BASELINES = ("greedy", "mean")
 EXPLORE = ("lookahead", "turn", "episode")
-TRAIN_ON = ("episodes", "corrections")
+# what an iteration fine-tunes on: the kept episodes (with the teacher replay, one pass); the changed
+# turns alone (a pass of the replay, then one of the changed turns); or both, the kept episodes and the
+# replay, then the changed turns in a pass of their own, where they are not a few turns among whole
+# episodes (decision 0052)
+TRAIN_ON = ("episodes", "corrections", "both")
 LOOKAHEAD_PROPOSALS = 2  # proposal-policy candidates per turn beside the greedy answer and the samples
 
 
@@ -329,6 +335,8 @@ def run_rft(run: RFTRun, progress: Callable[[dict[str, Any]], None] | None = Non
             teacher = teacher_records(run, it, sampler.prompt_mode)
             if run.train_on == "corrections":  # two kinds of record, two passes: the teacher's, then the changes
                 passes = [teacher, records]
+            elif run.train_on == "both":  # the kept episodes and the teacher's, then the changed turns alone
+                passes = [records + teacher, [c for r in rollouts for c in r.corrections]]
             else:
                 passes = [records + teacher]
             t1 = time.perf_counter()
@@ -353,7 +361,7 @@ def run_rft(run: RFTRun, progress: Callable[[dict[str, Any]], None] | None = Non
             metrics = {
                 "iteration": it + 1, "reward": statistics.fmean(returns) if returns else float("nan"),
                 "reward_std": statistics.pstdev(returns) if returns else float("nan"), "lr": iteration_lr(run, it),
-                "kept": len(kept), "trained_on": len(records) + len(teacher), "episodes": stats.episodes,
+                "kept": len(kept), "trained_on": sum(len(p) for p in passes), "episodes": stats.episodes,
                 "worlds": len(worlds), "kept_reward": statistics.fmean([r.episode_return for r in kept]) if kept
                 else float("nan"),
                 "greedy_reward": statistics.fmean(greedy.values()) if greedy else float("nan"),
