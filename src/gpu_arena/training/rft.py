@@ -322,8 +322,9 @@ def run_rft(run: RFTRun, progress: Callable[[dict[str, Any]], None] | None = Non
                 rollouts, stats, greedy = [], RolloutStats(0, 0, 0, 0, 0.0, 0.0), None
             sample_s = time.perf_counter() - t0
             kept = select_rollouts(rollouts, float(run.min_return if run.min_return is not None else -1e9), greedy)
-            if run.train_on == "corrections":  # the lookahead's changed turns, not whole episodes
-                new = [c for r in rollouts for c in r.corrections]
+            changed = [c for r in rollouts for c in r.corrections]  # the lookahead's changed turns, as records
+            if run.train_on == "corrections":  # the changed turns, not whole episodes
+                new = changed
             else:
                 new = [r.record("rft", sampler.prompt_mode) for r in kept]
                 if run.anchors and greedy is not None and run.explore == "lookahead":
@@ -336,7 +337,7 @@ def run_rft(run: RFTRun, progress: Callable[[dict[str, Any]], None] | None = Non
             if run.train_on == "corrections":  # two kinds of record, two passes: the teacher's, then the changes
                 passes = [teacher, records]
             elif run.train_on == "both":  # the kept episodes and the teacher's, then the changed turns alone
-                passes = [records + teacher, [c for r in rollouts for c in r.corrections]]
+                passes = [records + teacher, changed]
             else:
                 passes = [records + teacher]
             t1 = time.perf_counter()
