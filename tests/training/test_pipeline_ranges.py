@@ -81,10 +81,11 @@ def test_command_line_round_trips_the_new_options(tmp_path: Path, monkeypatch: p
     run = PipelineRun(output=str(tmp_path / "out"), preset="tiny", tasks=THREE, curriculum="ordered",
                       eval_range="test", reopen=True, eval_tasks=("coalition_market",), teacher="rule_expert_short",
                       preference="dpo", dpo_beta=0.2, dpo_lr_scale=0.5, rl_proposals="without:buy,wait",
-                      rl_train_on="both")
+                      rl_train_on="both", rl_cumulative_corrections=True)
     cmd = run.command_line()
     assert "--preference dpo --dpo-beta 0.2 --dpo-lr-scale 0.5" in cmd
     assert "--rl-proposals without:buy,wait --rl-train-on both" in cmd
+    assert "--rl-cumulative-corrections" in cmd
     assert "--tasks single_trade,market_round,coalition_market" in cmd and "--curriculum ordered" in cmd
     assert "--teacher rule_expert_short" in cmd
     assert "--eval-range test" in cmd and cmd.endswith("--reopen")
@@ -119,6 +120,8 @@ def test_command_line_round_trips_the_new_options(tmp_path: Path, monkeypatch: p
     ({"rl_proposals": "wait,wait"}, "--rl-proposals: 'wait,wait' names a policy twice"),
     ({"rl_proposals": "wait", "rl_method": "grpo", "curriculum": "mixed"}, "candidates of RFT's lookahead"),
     ({"rl_train_on": "turns"}, "--rl-train-on is RFT's: one of episodes, corrections, both"),
+    ({"rl_cumulative_corrections": True}, "--rl-cumulative-corrections .* needs --rl-train-on both"),
+    ({"rl_cumulative_corrections": True, "rl_train_on": "corrections"}, "needs --rl-train-on both"),
 ])
 def test_pipeline_refuses_bad_switches(tmp_path: Path, changes: dict[str, Any], says: str) -> None:
     with pytest.raises(PresetError, match=says):
@@ -165,6 +168,11 @@ def test_the_rl_stage_hands_the_preference_pass_to_rft(tmp_path: Path, monkeypat
                       rl_iterations=1).resolved()
     pipeline._stage_rl(run, pipeline.Paths(tmp_path), lambda *a: contextlib.nullcontext(None))
     assert (seen[1].train_on, seen[1].proposal) == ("both", "rule_expert,wait")
+    assert seen[1].cumulative_corrections is None
+    run = PipelineRun(output=str(tmp_path), preset="small", rl_train_on="both", rl_cumulative_corrections=True,
+                      rl_iterations=1).resolved()
+    pipeline._stage_rl(run, pipeline.Paths(tmp_path), lambda *a: contextlib.nullcontext(None))
+    assert (seen[2].train_on, seen[2].cumulative_corrections) == ("both", True)
 
 
 def test_eval_on_every_task_trained_on_and_the_extra_ones() -> None:

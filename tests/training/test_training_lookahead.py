@@ -177,3 +177,39 @@ def test_both_trains_the_changed_turns_in_a_pass_of_their_own(tiny_sft: Path, tm
     with pytest.raises(rft.PresetError, match="train_on=both needs explore=lookahead"):
         rft.RFTRun(output_dir=str(tmp_path / "x"), model=str(tiny_sft), preset="tiny", explore="turn", anchors=False,
                    train_on="both").resolved().validate()
+
+
+def test_cumulative_corrections_train_every_iterations_changed_turns(tiny_sft: Path, tmp_path: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    import json
+
+    import gpu_arena.training.rft as rft
+
+    passes: list[int] = []
+    real = rft.fine_tune
+
+    def recording(model: Any, tok: Any, records: list[dict[str, Any]], **kw: Any) -> Any:
+        passes.append(len(records))
+        return real(model, tok, records, **kw)
+
+    monkeypatch.setattr(rft, "fine_tune", recording)
+    run = rft.RFTRun(output_dir=str(tmp_path / "rl"), model=str(tiny_sft), preset="tiny", seed_start=3, iterations=2,
+                     worlds_per_iteration=3, proposal="rule_expert", finisher="rule_expert", constrained=True,
+                     train_on="both", cumulative_corrections=True, replay=2, teacher="rule_expert",
+                     db=str(tmp_path / "a.db"))
+    rft.run_rft(run)
+    first, second = [json.loads(line) for line in (tmp_path / "rl" / "metrics.jsonl").read_text().splitlines()
+                     if '"iteration"' in line]
+    assert first["corrections"] > 0 and len(passes) == 4
+    # the first iteration's changed turns are trained again in the second's corrections pass
+    assert passes[1] == first["corrections_trained"] == first["corrections"]
+    assert passes[3] == second["corrections_trained"] == first["corrections"] + second["corrections"]
+
+
+def test_cumulative_corrections_need_their_own_pass() -> None:
+    from gpu_arena.training.presets import PresetError
+    from gpu_arena.training.rft import RFTRun
+
+    with pytest.raises(PresetError, match="needs train_on=both"):
+        RFTRun(output_dir="x", model="m", preset="tiny", train_on="corrections",
+               cumulative_corrections=True).resolved().validate()

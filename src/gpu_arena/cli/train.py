@@ -203,6 +203,9 @@ def train_rft(
     prefer: str | None = typer.Option(None, help="lookahead ties: greedy | proposal"),
     train_on: str | None = typer.Option(None, help="episodes | corrections (the lookahead's changed turns) | both (the "
                                                   "changed turns in a pass of their own after the episodes)"),
+    cumulative_corrections: bool | None = typer.Option(None, "--cumulative-corrections/--no-cumulative-corrections",
+                                                       help="train-on both: the changed turns' pass trains on every "
+                                                            "iteration's so far (DAgger's aggregate)"),
     preference: str | None = typer.Option(None, help=PREFERENCE_HELP),
     dpo_beta: float | None = typer.Option(None, "--dpo-beta", help=DPO_BETA_HELP),
     dpo_lr_scale: float | None = typer.Option(None, "--dpo-lr-scale", help=DPO_LR_SCALE_HELP),
@@ -248,7 +251,7 @@ def train_rft(
                      iterations=max_steps, worlds_per_iteration=worlds, samples_per_world=samples,
                      temperature=temperature, learning_rate=lr, lr_schedule=lr_schedule, epochs=epochs,
                      explore=explore, proposal=proposal, finisher=finisher, roll_in=roll_in, prefer=prefer,
-                     train_on=train_on, replay=replay, teacher=teacher, cumulative=cumulative, anchors=anchors,
+                     train_on=train_on, cumulative_corrections=cumulative_corrections, replay=replay, teacher=teacher, cumulative=cumulative, anchors=anchors,
                      preference=preference, dpo_beta=dpo_beta, dpo_lr_scale=dpo_lr_scale,
                      constrained=constrained, min_return=min_return, workers=workers, backend=backend, seed=seed,
                      db=db, overwrite=overwrite)
@@ -293,6 +296,9 @@ def train_pipeline(
                                             "without:<step> is the teacher's next move)"),
     rl_train_on: str | None = typer.Option(None, "--rl-train-on", help="RFT: episodes | corrections | both (the "
                                            "lookahead's changed turns in a pass of their own after the episodes)"),
+    rl_cumulative_corrections: bool = typer.Option(False, "--rl-cumulative-corrections",
+                                                   help="RFT, --rl-train-on both: the changed turns' pass trains on "
+                                                        "every iteration's so far (DAgger's aggregate)"),
     preference: str | None = typer.Option(None, help="RFT: " + PREFERENCE_HELP),
     dpo_beta: float | None = typer.Option(None, "--dpo-beta", help="RFT: " + DPO_BETA_HELP),
     dpo_lr_scale: float | None = typer.Option(None, "--dpo-lr-scale", help="RFT: " + DPO_LR_SCALE_HELP),
@@ -331,7 +337,8 @@ def train_pipeline(
                       eval_range=eval_range, reopen=reopen, from_stage=from_stage, to_stage=to_stage,
                       rl_method=rl_method, model=model, teacher=teacher, data_seeds=data_seeds, sft_steps=max_steps,
                       rl_iterations=rl_steps, rl_worlds=rl_worlds, rl_replay=rl_replay, rl_proposals=rl_proposals,
-                      rl_train_on=rl_train_on, preference=preference, dpo_beta=dpo_beta,
+                      rl_train_on=rl_train_on, rl_cumulative_corrections=rl_cumulative_corrections,
+                      preference=preference, dpo_beta=dpo_beta,
                       dpo_lr_scale=dpo_lr_scale, constrained=constrained, eval_seeds=eval_seeds,
                       eval_tasks=tuple(split_list(eval_tasks)) if eval_tasks else None, workers=workers,
                       backend=backend, seed=seed, db=db,

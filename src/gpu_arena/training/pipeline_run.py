@@ -52,6 +52,8 @@ class PipelineRun:
     rl_proposals: str | None = None
     # RFT: what each iteration fine-tunes on (training.rft.TRAIN_ON); None: the preset's
     rl_train_on: str | None = None
+    # RFT with rl_train_on=both: the changed turns' pass trains on every iteration's so far (DAgger's aggregate)
+    rl_cumulative_corrections: bool = False
     # RFT: a DPO pass on the lookahead's ranked turns after each fine-tuning pass (training.preference);
     # None: the preset's
     preference: str | None = None
@@ -95,6 +97,8 @@ class PipelineRun:
             words += ["--tasks", ",".join(self.tasks)]
         if self.eval_tasks is not None:
             words += ["--eval-tasks", ",".join(self.eval_tasks)]
+        if self.rl_cumulative_corrections:
+            words.append("--rl-cumulative-corrections")
         if self.reopen:
             words.append("--reopen")
         if self.constrained is not None:
@@ -170,6 +174,9 @@ class PipelineRun:
                 raise PresetError(f"--rl-train-on is RFT's: one of {', '.join(TRAIN_ON)}")
             if self.rl_train_on != "episodes" and get_preset(self.preset).rft.explore != "lookahead":
                 raise PresetError("--rl-train-on corrections and both train on the lookahead's changed turns")
+        if self.rl_cumulative_corrections and (self.rl_method == "grpo" or self.rl_train_on != "both"):
+            raise PresetError("--rl-cumulative-corrections keeps the changed turns' own pass: it needs "
+                              "--rl-train-on both")
         if self.rl_method == "rft":
             rft = get_preset(self.preset).rft
             check_rft_sources(rft.worlds_per_iteration if self.rl_worlds is None else self.rl_worlds,

@@ -86,6 +86,9 @@ class RFTRun:
     roll_in: str | None = None
     prefer: str | None = None
     train_on: str | None = None
+    # train_on=both: the changed turns' pass trains on every iteration's changed turns so far (DAgger's
+    # aggregate data set), not on this iteration's alone: a correction is learnt on every later pass too
+    cumulative_corrections: bool | None = None
     # a preference pass after each iteration's fine-tuning, on the lookahead's ranked turns
     # (training.preference): "" none | "dpo"; dpo_beta its temperature
     preference: str | None = None
@@ -148,6 +151,9 @@ class RFTRun:
         if self.train_on in ("corrections", "both") and self.explore != "lookahead":
             raise PresetError(f"corrections are the lookahead's changed turns: train_on={self.train_on} needs "
                               f"explore=lookahead")
+        if self.cumulative_corrections and self.train_on != "both":
+            raise PresetError("cumulative_corrections keeps the changed turns' own pass: it needs train_on=both "
+                              "(train_on=corrections aggregates them with cumulative)")
         check_preference(self.preference, self.explore, self.dpo_beta, self.dpo_lr_scale)
         if (self.temperature or 0.0) <= 0:
             raise PresetError("temperature must be above 0 (greedy sampling gives every sample the same episode)")
@@ -311,6 +317,7 @@ def run_rft(run: RFTRun, progress: Callable[[dict[str, Any]], None] | None = Non
         episodes = 0
         last: dict[str, Any] = {}
         aggregate: list[dict[str, Any]] = []
+        memory: list[dict[str, Any]] = []  # the changed turns the corrections pass trains on (train_on=both)
         for it in range(int(run.iterations or 1)):
             base = run.seed_start + it * n_worlds
             worlds = [World(task, run.split, base + k) for k, task in
@@ -323,6 +330,7 @@ def run_rft(run: RFTRun, progress: Callable[[dict[str, Any]], None] | None = Non
             sample_s = time.perf_counter() - t0
             kept = select_rollouts(rollouts, float(run.min_return if run.min_return is not None else -1e9), greedy)
             changed = [c for r in rollouts for c in r.corrections]  # the lookahead's changed turns, as records
+            memory = memory + changed if run.cumulative_corrections else changed
             if run.train_on == "corrections":  # the changed turns, not whole episodes
                 new = changed
             else:
@@ -337,7 +345,7 @@ def run_rft(run: RFTRun, progress: Callable[[dict[str, Any]], None] | None = Non
             if run.train_on == "corrections":  # two kinds of record, two passes: the teacher's, then the changes
                 passes = [teacher, records]
             elif run.train_on == "both":  # the kept episodes and the teacher's, then the changed turns alone
-                passes = [records + teacher, changed]
+                passes = [records + teacher, memory]
             else:
                 passes = [records + teacher]
             t1 = time.perf_counter()
@@ -366,7 +374,9 @@ def run_rft(run: RFTRun, progress: Callable[[dict[str, Any]], None] | None = Non
                 "worlds": len(worlds), "kept_reward": statistics.fmean([r.episode_return for r in kept]) if kept
                 else float("nan"),
                 "greedy_reward": statistics.fmean(greedy.values()) if greedy else float("nan"),
-                "replayed": int(run.replay or 0), "corrections": sum(len(r.corrections) for r in rollouts),
+                "replayed": int(run.replay or 0), "corrections": len(changed),
+                # the changed turns the last pass trained on (with cumulative_corrections, every iteration's so far)
+                "corrections_trained": len(passes[-1]) if run.train_on in ("corrections", "both") else 0,
                 # the lookahead's pairs, and those short enough to train on (preference.fitting_pairs)
                 "pairs": sum(len(r.pairs) for r in rollouts), "pairs_trained": len(pairs), "dpo_loss": dpo_loss,
                 # no turns (teacher replay alone): no rates, rather than a valid-action rate of 0
