@@ -151,6 +151,9 @@ def test_train_grpo_refuses_a_server_that_does_not_answer(tmp_path: Path, checkp
     (["--min-return", "nan"], "--min-return must be a finite number"),
     (["--dpo-beta", "0"], "--dpo-beta must be a finite number above 0"),
     (["--dpo-lr-scale", "inf"], "--dpo-lr-scale must be a finite number above 0"),
+    (["--corrections-lr-scale", "0"], "--corrections-lr-scale must be a finite number above 0"),
+    (["--corrections-lr-scale", "0.5"], "corrections_lr_scale sets the changed turns' own pass"),
+    (["--cumulative-corrections", "--train-on", "episodes"], "cumulative_corrections keeps the changed turns' own"),
     (["--preference", "ipo"], "unknown preference 'ipo'"),
     (["--preference", "dpo", "--explore", "turn", "--no-anchors"], "a preference pass needs explore=lookahead"),
     (["--seed", "-1"], "--seed"),
@@ -181,6 +184,8 @@ def test_train_rft_refuses_bad_options_before_loading(tmp_path: Path, checkpoint
     (["--preference", "dpo", "--rl", "grpo"], "--preference and its --dpo-* options are RFT's"),
     (["--dpo-beta", "0"], "--dpo-beta must be a finite number above 0"),
     (["--dpo-lr-scale", "nan"], "--dpo-lr-scale must be a finite number above 0"),
+    (["--rl-corrections-lr-scale", "nan"], "--rl-corrections-lr-scale must be a finite number above 0"),
+    (["--rl-cumulative-corrections"], "--rl-cumulative-corrections keeps the changed turns' own pass"),
 ])
 def test_train_pipeline_refuses_bad_options_before_the_data_stage(tmp_path: Path, extra: list[str],
                                                                   says: str) -> None:

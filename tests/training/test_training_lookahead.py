@@ -186,17 +186,19 @@ def test_cumulative_corrections_train_every_iterations_changed_turns(tiny_sft: P
     import gpu_arena.training.rft as rft
 
     passes: list[int] = []
+    rates: list[float] = []
     real = rft.fine_tune
 
     def recording(model: Any, tok: Any, records: list[dict[str, Any]], **kw: Any) -> Any:
         passes.append(len(records))
+        rates.append(kw["learning_rate"])
         return real(model, tok, records, **kw)
 
     monkeypatch.setattr(rft, "fine_tune", recording)
     run = rft.RFTRun(output_dir=str(tmp_path / "rl"), model=str(tiny_sft), preset="tiny", seed_start=3, iterations=2,
                      worlds_per_iteration=3, proposal="rule_expert", finisher="rule_expert", constrained=True,
-                     train_on="both", cumulative_corrections=True, replay=2, teacher="rule_expert",
-                     db=str(tmp_path / "a.db"))
+                     train_on="both", cumulative_corrections=True, corrections_lr_scale=0.25, replay=2,
+                     teacher="rule_expert", learning_rate=1e-3, db=str(tmp_path / "a.db"))
     rft.run_rft(run)
     first, second = [json.loads(line) for line in (tmp_path / "rl" / "metrics.jsonl").read_text().splitlines()
                      if '"iteration"' in line]
@@ -204,12 +206,19 @@ def test_cumulative_corrections_train_every_iterations_changed_turns(tiny_sft: P
     # the first iteration's changed turns are trained again in the second's corrections pass
     assert passes[1] == first["corrections_trained"] == first["corrections"]
     assert passes[3] == second["corrections_trained"] == first["corrections"] + second["corrections"]
+    # the changed turns' pass at its own learning rate, the episodes' at the iteration's
+    assert rates == pytest.approx([1e-3, 2.5e-4, 1e-3, 2.5e-4])
 
 
 def test_cumulative_corrections_need_their_own_pass() -> None:
     from gpu_arena.training.presets import PresetError
     from gpu_arena.training.rft import RFTRun
 
+    with pytest.raises(PresetError, match="needs train_on=both or corrections"):
+        RFTRun(output_dir="x", model="m", preset="tiny", corrections_lr_scale=0.5).resolved().validate()
+    with pytest.raises(PresetError, match="corrections_lr_scale must be a finite number above 0"):
+        RFTRun(output_dir="x", model="m", preset="tiny", train_on="both",
+               corrections_lr_scale=float("nan")).resolved().validate()
     with pytest.raises(PresetError, match="needs train_on=both"):
         RFTRun(output_dir="x", model="m", preset="tiny", train_on="corrections",
                cumulative_corrections=True).resolved().validate()

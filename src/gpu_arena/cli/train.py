@@ -206,6 +206,9 @@ def train_rft(
     cumulative_corrections: bool | None = typer.Option(None, "--cumulative-corrections/--no-cumulative-corrections",
                                                        help="train-on both: the changed turns' pass trains on every "
                                                             "iteration's so far (DAgger's aggregate)"),
+    corrections_lr_scale: float | None = typer.Option(None, "--corrections-lr-scale",
+                                                      help="the changed turns' pass's learning rate over the "
+                                                           "iteration's"),
     preference: str | None = typer.Option(None, help=PREFERENCE_HELP),
     dpo_beta: float | None = typer.Option(None, "--dpo-beta", help=DPO_BETA_HELP),
     dpo_lr_scale: float | None = typer.Option(None, "--dpo-lr-scale", help=DPO_LR_SCALE_HELP),
@@ -241,6 +244,7 @@ def train_rft(
     check_finite("--min-return", min_return)
     check_number("--dpo-beta", dpo_beta)
     check_number("--dpo-lr-scale", dpo_lr_scale)
+    check_number("--corrections-lr-scale", corrections_lr_scale)
     check_proposals("--proposal", proposal)
     check_scripted("--finisher", finisher, none=True)
     check_scripted("--teacher", teacher)
@@ -251,7 +255,8 @@ def train_rft(
                      iterations=max_steps, worlds_per_iteration=worlds, samples_per_world=samples,
                      temperature=temperature, learning_rate=lr, lr_schedule=lr_schedule, epochs=epochs,
                      explore=explore, proposal=proposal, finisher=finisher, roll_in=roll_in, prefer=prefer,
-                     train_on=train_on, cumulative_corrections=cumulative_corrections, replay=replay, teacher=teacher, cumulative=cumulative, anchors=anchors,
+                     train_on=train_on, cumulative_corrections=cumulative_corrections,
+                     corrections_lr_scale=corrections_lr_scale, replay=replay, teacher=teacher, cumulative=cumulative, anchors=anchors,
                      preference=preference, dpo_beta=dpo_beta, dpo_lr_scale=dpo_lr_scale,
                      constrained=constrained, min_return=min_return, workers=workers, backend=backend, seed=seed,
                      db=db, overwrite=overwrite)
@@ -299,6 +304,9 @@ def train_pipeline(
     rl_cumulative_corrections: bool = typer.Option(False, "--rl-cumulative-corrections",
                                                    help="RFT, --rl-train-on both: the changed turns' pass trains on "
                                                         "every iteration's so far (DAgger's aggregate)"),
+    rl_corrections_lr_scale: float | None = typer.Option(None, "--rl-corrections-lr-scale",
+                                                         help="RFT: the changed turns' pass's learning rate over "
+                                                              "the iteration's"),
     preference: str | None = typer.Option(None, help="RFT: " + PREFERENCE_HELP),
     dpo_beta: float | None = typer.Option(None, "--dpo-beta", help="RFT: " + DPO_BETA_HELP),
     dpo_lr_scale: float | None = typer.Option(None, "--dpo-lr-scale", help="RFT: " + DPO_LR_SCALE_HELP),
@@ -338,6 +346,7 @@ def train_pipeline(
                       rl_method=rl_method, model=model, teacher=teacher, data_seeds=data_seeds, sft_steps=max_steps,
                       rl_iterations=rl_steps, rl_worlds=rl_worlds, rl_replay=rl_replay, rl_proposals=rl_proposals,
                       rl_train_on=rl_train_on, rl_cumulative_corrections=rl_cumulative_corrections,
+                      rl_corrections_lr_scale=rl_corrections_lr_scale,
                       preference=preference, dpo_beta=dpo_beta,
                       dpo_lr_scale=dpo_lr_scale, constrained=constrained, eval_seeds=eval_seeds,
                       eval_tasks=tuple(split_list(eval_tasks)) if eval_tasks else None, workers=workers,
@@ -345,6 +354,7 @@ def train_pipeline(
                       lora=lora, accel=training_accel(use_vllm, vllm_mode, vllm_server_url, bf16, gradient_checkpointing))
     check_number("--dpo-beta", dpo_beta)
     check_number("--dpo-lr-scale", dpo_lr_scale)
+    check_number("--rl-corrections-lr-scale", rl_corrections_lr_scale)
     try:
         # the run's own checks (stages, tasks, --rl, and the model the sft stage starts from) before the
         # data stage plays its episodes

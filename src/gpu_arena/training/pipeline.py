@@ -249,6 +249,7 @@ def _stage_rl(run: PipelineRun, paths: Paths, show: Callable[[str, int], Any]) -
                                     worlds_per_iteration=run.rl_worlds, replay=run.rl_replay, teacher=teacher,
                                     proposal=proposal, train_on=run.rl_train_on,
                                     cumulative_corrections=run.rl_cumulative_corrections or None,
+                                    corrections_lr_scale=run.rl_corrections_lr_scale,
                                     preference=run.preference, dpo_beta=run.dpo_beta,
                                     dpo_lr_scale=run.dpo_lr_scale,
                                     constrained=run.constrained, seed=run.seed, db=run.db, overwrite=True,

@@ -6,6 +6,7 @@ are :mod:`gpu_arena.training.pipeline`'s.
 
 from __future__ import annotations
 
+import math
 import shlex
 from dataclasses import dataclass, field, replace
 
@@ -54,6 +55,8 @@ class PipelineRun:
     rl_train_on: str | None = None
     # RFT with rl_train_on=both: the changed turns' pass trains on every iteration's so far (DAgger's aggregate)
     rl_cumulative_corrections: bool = False
+    # RFT: the changed turns' pass's learning rate over the iteration's (training.rft); None: the same
+    rl_corrections_lr_scale: float | None = None
     # RFT: a DPO pass on the lookahead's ranked turns after each fine-tuning pass (training.preference);
     # None: the preset's
     preference: str | None = None
@@ -85,7 +88,8 @@ class PipelineRun:
         flags = {"curriculum": "--curriculum", "eval_range": "--eval-range", "rl_method": "--rl", "model": "--model",
                  "teacher": "--teacher", "sft_steps": "--max-steps",
                  "rl_iterations": "--rl-steps", "rl_worlds": "--rl-worlds", "rl_replay": "--rl-replay",
-                 "rl_proposals": "--rl-proposals", "rl_train_on": "--rl-train-on", "preference": "--preference",
+                 "rl_proposals": "--rl-proposals", "rl_train_on": "--rl-train-on",
+                 "rl_corrections_lr_scale": "--rl-corrections-lr-scale", "preference": "--preference",
                  "dpo_beta": "--dpo-beta", "dpo_lr_scale": "--dpo-lr-scale", "data_seeds": "--data-seeds", "eval_seeds": "--eval-seeds",
                  "workers": "--workers", "backend": "--backend", "seed": "--seed"}
         defaults = PipelineRun(output=self.output)
@@ -177,6 +181,12 @@ class PipelineRun:
         if self.rl_cumulative_corrections and (self.rl_method == "grpo" or self.rl_train_on != "both"):
             raise PresetError("--rl-cumulative-corrections keeps the changed turns' own pass: it needs "
                               "--rl-train-on both")
+        if self.rl_corrections_lr_scale is not None:
+            if not (math.isfinite(self.rl_corrections_lr_scale) and self.rl_corrections_lr_scale > 0):
+                raise PresetError("--rl-corrections-lr-scale must be a finite number above 0")
+            if self.rl_method == "grpo" or self.rl_train_on not in ("corrections", "both"):
+                raise PresetError("--rl-corrections-lr-scale sets the changed turns' own pass: it needs "
+                                  "--rl-train-on both or corrections")
         if self.rl_method == "rft":
             rft = get_preset(self.preset).rft
             check_rft_sources(rft.worlds_per_iteration if self.rl_worlds is None else self.rl_worlds,

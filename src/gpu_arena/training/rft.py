@@ -19,6 +19,7 @@ control that says what the environment-chosen episodes add (decision 0020 measur
 
 from __future__ import annotations
 
+import math
 import random
 import statistics
 import time
@@ -89,6 +90,9 @@ class RFTRun:
     # train_on=both: the changed turns' pass trains on every iteration's changed turns so far (DAgger's
     # aggregate data set), not on this iteration's alone: a correction is learnt on every later pass too
     cumulative_corrections: bool | None = None
+    # the changed turns' pass's learning rate over the iteration's (train_on=corrections or both): a pass
+    # of a few records on a fresh optimizer moves every weight by about the learning rate a step
+    corrections_lr_scale: float | None = None
     # a preference pass after each iteration's fine-tuning, on the lookahead's ranked turns
     # (training.preference): "" none | "dpo"; dpo_beta its temperature
     preference: str | None = None
@@ -154,6 +158,12 @@ class RFTRun:
         if self.cumulative_corrections and self.train_on != "both":
             raise PresetError("cumulative_corrections keeps the changed turns' own pass: it needs train_on=both "
                               "(train_on=corrections aggregates them with cumulative)")
+        if self.corrections_lr_scale is not None:
+            if not (math.isfinite(self.corrections_lr_scale) and self.corrections_lr_scale > 0):
+                raise PresetError("corrections_lr_scale must be a finite number above 0")
+            if self.train_on not in ("corrections", "both"):
+                raise PresetError("corrections_lr_scale sets the changed turns' own pass: it needs train_on=both "
+                                  "or corrections")
         check_preference(self.preference, self.explore, self.dpo_beta, self.dpo_lr_scale)
         if (self.temperature or 0.0) <= 0:
             raise PresetError("temperature must be above 0 (greedy sampling gives every sample the same episode)")
@@ -350,9 +360,11 @@ def run_rft(run: RFTRun, progress: Callable[[dict[str, Any]], None] | None = Non
                 passes = [records + teacher]
             t1 = time.perf_counter()
             loss = float("nan")
-            for part in (p for p in passes if p):
+            # the changed turns' own pass (the last of two) at its own learning rate
+            scales = [1.0, float(run.corrections_lr_scale or 1.0)] if run.train_on in ("corrections", "both") else [1.0]
+            for part, scale in ((p, k) for p, k in zip(passes, scales, strict=True) if p):
                 result = fine_tune(model, tok, part, output_dir=str(out / "trainer"),
-                                   learning_rate=iteration_lr(run, it), epochs=float(run.epochs or 1),
+                                   learning_rate=iteration_lr(run, it) * scale, epochs=float(run.epochs or 1),
                                    batch_size=int(run.batch_size or 4), seed=run.seed + it, accel=run.accel)
                 loss = float(result.training_loss)
             pairs = fitting_pairs(tok, [p for r in rollouts for p in r.pairs]) if run.preference else []
