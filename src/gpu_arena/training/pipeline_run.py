@@ -6,7 +6,6 @@ are :mod:`gpu_arena.training.pipeline`'s.
 
 from __future__ import annotations
 
-import math
 import shlex
 from dataclasses import dataclass, field, replace
 
@@ -16,7 +15,7 @@ from ..policies import policy_names, scripted_policies
 from .accel import Accel
 from .curriculum import CURRICULA
 from .preference import check_preference
-from .presets import PresetError, check_rft_sources, check_starting_model, get_preset
+from .presets import PresetError, check_positive, check_rft_sources, check_starting_model, get_preset
 
 STAGES = ("data", "sft", "rl", "eval")
 RL_METHODS = ("rft", "grpo")
@@ -181,12 +180,11 @@ class PipelineRun:
         if self.rl_cumulative_corrections and (self.rl_method == "grpo" or self.rl_train_on != "both"):
             raise PresetError("--rl-cumulative-corrections keeps the changed turns' own pass: it needs "
                               "--rl-train-on both")
-        if self.rl_corrections_lr_scale is not None:
-            if not (math.isfinite(self.rl_corrections_lr_scale) and self.rl_corrections_lr_scale > 0):
-                raise PresetError("--rl-corrections-lr-scale must be a finite number above 0")
-            if self.rl_method == "grpo" or self.rl_train_on not in ("corrections", "both"):
-                raise PresetError("--rl-corrections-lr-scale sets the changed turns' own pass: it needs "
-                                  "--rl-train-on both or corrections")
+        check_positive("--rl-corrections-lr-scale", self.rl_corrections_lr_scale)
+        if self.rl_corrections_lr_scale is not None and (self.rl_method == "grpo"
+                                                         or self.rl_train_on not in ("corrections", "both")):
+            raise PresetError("--rl-corrections-lr-scale sets the changed turns' own pass: it needs "
+                              "--rl-train-on both or corrections")
         if self.rl_method == "rft":
             rft = get_preset(self.preset).rft
             check_rft_sources(rft.worlds_per_iteration if self.rl_worlds is None else self.rl_worlds,

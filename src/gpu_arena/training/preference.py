@@ -14,12 +14,11 @@ the pass, which keeps the step small where the pair says nothing new.
 from __future__ import annotations
 
 import copy
-import math
 from typing import Any
 
 from .accel import Accel
 from .common import use_cpu
-from .presets import PresetError
+from .presets import PresetError, check_positive
 from .progress import drop_printer
 
 PREFERENCES = ("dpo",)  # the pairwise losses a run may add (RFTRun.preference)
@@ -35,9 +34,8 @@ def check_preference(preference: str | None, explore: str | None, dpo_beta: floa
         raise PresetError(f"unknown preference {preference!r}; expected one of {', '.join(PREFERENCES)}")
     if preference and explore != "lookahead":
         raise PresetError("preference pairs are the lookahead's ranked turns: a preference pass needs explore=lookahead")
-    for name, value in (("dpo_beta", dpo_beta), ("dpo_lr_scale", dpo_lr_scale)):
-        if value is not None and not (math.isfinite(value) and value > 0):
-            raise PresetError(f"{name} must be a finite number above 0")
+    check_positive("dpo_beta", dpo_beta)
+    check_positive("dpo_lr_scale", dpo_lr_scale)
 
 
 def fitting_pairs(tokenizer: Any, records: list[dict[str, Any]], max_length: int = MAX_LENGTH) -> list[dict[str, Any]]:

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import math
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
@@ -352,6 +353,12 @@ def check_model_path(path: str | Path) -> Path:
         raise PresetError(f"{p}: not a checkpoint directory (with config.json) or a .gguf file; "
                           "hub names are not fetched here (no network)")
     return p
+
+
+def check_positive(name: str, value: float | None) -> None:
+    """``value`` (if given) is a finite number above 0, or a :class:`PresetError` naming ``name``."""
+    if value is not None and not (math.isfinite(value) and value > 0):
+        raise PresetError(f"{name} must be a finite number above 0")
 
 
 def check_rft_sources(worlds: int | None, replay: int | None, replay_flag: str = "--replay") -> None:

@@ -19,7 +19,6 @@ control that says what the environment-chosen episodes add (decision 0020 measur
 
 from __future__ import annotations
 
-import math
 import random
 import statistics
 import time
@@ -36,7 +35,14 @@ from .curriculum import CURRICULA, world_tasks
 from .lookahead import PREFER, ROLL_IN, correction_record, improve, pair_record
 from .moves import repeated_moves
 from .preference import check_preference, fitting_pairs, preference_pass
-from .presets import PresetError, check_rft_sources, fill_defaults, get_preset, save_checkpoint
+from .presets import (
+    PresetError,
+    check_positive,
+    check_rft_sources,
+    fill_defaults,
+    get_preset,
+    save_checkpoint,
+)
 from .progress import drop_printer
 from .rollouts import BatchedSampler, Rollout, RolloutStats, World
 from .runlog import RunLog
@@ -158,12 +164,10 @@ class RFTRun:
         if self.cumulative_corrections and self.train_on != "both":
             raise PresetError("cumulative_corrections keeps the changed turns' own pass: it needs train_on=both "
                               "(train_on=corrections aggregates them with cumulative)")
-        if self.corrections_lr_scale is not None:
-            if not (math.isfinite(self.corrections_lr_scale) and self.corrections_lr_scale > 0):
-                raise PresetError("corrections_lr_scale must be a finite number above 0")
-            if self.train_on not in ("corrections", "both"):
-                raise PresetError("corrections_lr_scale sets the changed turns' own pass: it needs train_on=both "
-                                  "or corrections")
+        check_positive("corrections_lr_scale", self.corrections_lr_scale)
+        if self.corrections_lr_scale is not None and self.train_on not in ("corrections", "both"):
+            raise PresetError("corrections_lr_scale sets the changed turns' own pass: it needs train_on=both "
+                              "or corrections")
         check_preference(self.preference, self.explore, self.dpo_beta, self.dpo_lr_scale)
         if (self.temperature or 0.0) <= 0:
             raise PresetError("temperature must be above 0 (greedy sampling gives every sample the same episode)")
