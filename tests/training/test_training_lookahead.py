@@ -222,3 +222,46 @@ def test_cumulative_corrections_need_their_own_pass() -> None:
     with pytest.raises(PresetError, match="needs train_on=both"):
         RFTRun(output_dir="x", model="m", preset="tiny", train_on="corrections",
                cumulative_corrections=True).resolved().validate()
+
+
+def test_a_kept_optimizer_carries_its_moments_from_pass_to_pass(tiny_sft: Path, tmp_path: Path) -> None:
+    from gpu_arena.training.data import play_episode_record
+    from gpu_arena.training.rft import kept_optimizer
+
+    model, tok = load_pretrained(tiny_sft)
+    records = [play_episode_record("rule_expert", "single_trade", "train", s).to_json() for s in range(4)]
+    opt = kept_optimizer(model, 1e-3)
+    fine_tune(model, tok, records, output_dir=str(tmp_path / "a"), learning_rate=1e-3, epochs=1.0, batch_size=2,
+              seed=0, optimizer=opt)
+    state = next(iter(opt.state.values()))
+    assert int(state["step"]) == 2 and float(state["exp_avg_sq"].abs().sum()) > 0
+    fine_tune(model, tok, records[:2], output_dir=str(tmp_path / "b"), learning_rate=2.5e-4, epochs=1.0,
+              batch_size=2, seed=1, optimizer=opt)
+    # the second pass stepped the same moments (2 + 1 steps) at its own rate
+    assert int(next(iter(opt.state.values()))["step"]) == 3
+    assert {g["lr"] for g in opt.param_groups} == {2.5e-4}
+
+
+def test_keep_optimizer_hands_one_optimizer_to_every_pass(tiny_sft: Path, tmp_path: Path,
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    import gpu_arena.training.rft as rft
+
+    seen: list[Any] = []
+    real = rft.fine_tune
+
+    def recording(model: Any, tok: Any, records: list[dict[str, Any]], **kw: Any) -> Any:
+        seen.append(kw.get("optimizer"))
+        return real(model, tok, records, **kw)
+
+    monkeypatch.setattr(rft, "fine_tune", recording)
+    for keep in (True, False):
+        seen.clear()
+        run = rft.RFTRun(output_dir=str(tmp_path / f"rl-{keep}"), model=str(tiny_sft), preset="tiny", seed_start=3,
+                         iterations=2, worlds_per_iteration=0, replay=2, teacher="rule_expert", keep_optimizer=keep,
+                         db=str(tmp_path / "a.db"))
+        rft.run_rft(run)
+        assert len(seen) == 2
+        if keep:
+            assert seen[0] is not None and seen[0] is seen[1]
+        else:
+            assert seen == [None, None]

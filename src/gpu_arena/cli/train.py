@@ -209,6 +209,9 @@ def train_rft(
     corrections_lr_scale: float | None = typer.Option(None, "--corrections-lr-scale",
                                                       help="the changed turns' pass's learning rate over the "
                                                            "iteration's"),
+    keep_optimizer: bool | None = typer.Option(None, "--keep-optimizer/--fresh-optimizer",
+                                               help="one AdamW for the run, its moments kept from pass to pass "
+                                                    "(default: a fresh one each pass)"),
     preference: str | None = typer.Option(None, help=PREFERENCE_HELP),
     dpo_beta: float | None = typer.Option(None, "--dpo-beta", help=DPO_BETA_HELP),
     dpo_lr_scale: float | None = typer.Option(None, "--dpo-lr-scale", help=DPO_LR_SCALE_HELP),
@@ -256,7 +259,8 @@ def train_rft(
                      temperature=temperature, learning_rate=lr, lr_schedule=lr_schedule, epochs=epochs,
                      explore=explore, proposal=proposal, finisher=finisher, roll_in=roll_in, prefer=prefer,
                      train_on=train_on, cumulative_corrections=cumulative_corrections,
-                     corrections_lr_scale=corrections_lr_scale, replay=replay, teacher=teacher, cumulative=cumulative, anchors=anchors,
+                     corrections_lr_scale=corrections_lr_scale, keep_optimizer=keep_optimizer, replay=replay,
+                     teacher=teacher, cumulative=cumulative, anchors=anchors,
                      preference=preference, dpo_beta=dpo_beta, dpo_lr_scale=dpo_lr_scale,
                      constrained=constrained, min_return=min_return, workers=workers, backend=backend, seed=seed,
                      db=db, overwrite=overwrite)
@@ -307,6 +311,8 @@ def train_pipeline(
     rl_corrections_lr_scale: float | None = typer.Option(None, "--rl-corrections-lr-scale",
                                                          help="RFT: the changed turns' pass's learning rate over "
                                                               "the iteration's"),
+    rl_keep_optimizer: bool = typer.Option(False, "--rl-keep-optimizer",
+                                           help="RFT: one AdamW for the stage, its moments kept from pass to pass"),
     preference: str | None = typer.Option(None, help="RFT: " + PREFERENCE_HELP),
     dpo_beta: float | None = typer.Option(None, "--dpo-beta", help="RFT: " + DPO_BETA_HELP),
     dpo_lr_scale: float | None = typer.Option(None, "--dpo-lr-scale", help="RFT: " + DPO_LR_SCALE_HELP),
@@ -346,7 +352,7 @@ def train_pipeline(
                       rl_method=rl_method, model=model, teacher=teacher, data_seeds=data_seeds, sft_steps=max_steps,
                       rl_iterations=rl_steps, rl_worlds=rl_worlds, rl_replay=rl_replay, rl_proposals=rl_proposals,
                       rl_train_on=rl_train_on, rl_cumulative_corrections=rl_cumulative_corrections,
-                      rl_corrections_lr_scale=rl_corrections_lr_scale,
+                      rl_corrections_lr_scale=rl_corrections_lr_scale, rl_keep_optimizer=rl_keep_optimizer,
                       preference=preference, dpo_beta=dpo_beta,
                       dpo_lr_scale=dpo_lr_scale, constrained=constrained, eval_seeds=eval_seeds,
                       eval_tasks=tuple(split_list(eval_tasks)) if eval_tasks else None, workers=workers,

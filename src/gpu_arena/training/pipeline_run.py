@@ -56,6 +56,8 @@ class PipelineRun:
     rl_cumulative_corrections: bool = False
     # RFT: the changed turns' pass's learning rate over the iteration's (training.rft); None: the same
     rl_corrections_lr_scale: float | None = None
+    # RFT: one AdamW for the stage, its moments kept from pass to pass (training.rft.RFTRun.keep_optimizer)
+    rl_keep_optimizer: bool = False
     # RFT: a DPO pass on the lookahead's ranked turns after each fine-tuning pass (training.preference);
     # None: the preset's
     preference: str | None = None
@@ -102,6 +104,8 @@ class PipelineRun:
             words += ["--eval-tasks", ",".join(self.eval_tasks)]
         if self.rl_cumulative_corrections:
             words.append("--rl-cumulative-corrections")
+        if self.rl_keep_optimizer:
+            words.append("--rl-keep-optimizer")
         if self.reopen:
             words.append("--reopen")
         if self.constrained is not None:
@@ -180,6 +184,8 @@ class PipelineRun:
         if self.rl_cumulative_corrections and (self.rl_method == "grpo" or self.rl_train_on != "both"):
             raise PresetError("--rl-cumulative-corrections keeps the changed turns' own pass: it needs "
                               "--rl-train-on both")
+        if self.rl_keep_optimizer and self.rl_method == "grpo":
+            raise PresetError("--rl-keep-optimizer is RFT's (GRPO's trainer keeps its own optimizer)")
         check_positive("--rl-corrections-lr-scale", self.rl_corrections_lr_scale)
         if self.rl_corrections_lr_scale is not None and (self.rl_method == "grpo"
                                                          or self.rl_train_on not in ("corrections", "both")):

@@ -99,6 +99,10 @@ class RFTRun:
     # the changed turns' pass's learning rate over the iteration's (train_on=corrections or both): a pass
     # of a few records on a fresh optimizer moves every weight by about the learning rate a step
     corrections_lr_scale: float | None = None
+    # one AdamW for the whole run, its moments kept from pass to pass and iteration to iteration (as an
+    # online RL trainer keeps them), not a fresh one per pass: a fresh Adam's first steps move every
+    # weight by about the learning rate whatever the gradient's size, in the direction of a few records
+    keep_optimizer: bool | None = None
     # a preference pass after each iteration's fine-tuning, on the lookahead's ranked turns
     # (training.preference): "" none | "dpo"; dpo_beta its temperature
     preference: str | None = None
@@ -205,9 +209,12 @@ def select_rollouts(rollouts: list[Rollout], min_return: float,
 
 def fine_tune(model: Any, tokenizer: Any, records: list[dict[str, Any]], *, output_dir: str, learning_rate: float,
               epochs: float, batch_size: int, seed: int, callbacks: list[Any] | None = None,
-              max_steps: int = -1, scheduler: str = "constant", accel: Accel | None = None) -> Any:
+              max_steps: int = -1, scheduler: str = "constant", accel: Accel | None = None,
+              optimizer: Any = None) -> Any:
     """One ``SFTTrainer`` pass (:class:`~gpu_arena.training.trainer.ArenaSFTTrainer`) over chat
-    ``records`` (loss on the answers); returns TRL's train output. The model is trained in place."""
+    ``records`` (loss on the answers); returns TRL's train output. The model is trained in place.
+    ``optimizer`` (:func:`kept_optimizer`): the pass steps it, at ``learning_rate``, and leaves its
+    moments for the next pass; ``None``: a fresh one for this pass, as ``Trainer`` builds it."""
     from trl import SFTConfig
 
     from .data import records_to_dataset
@@ -231,10 +238,25 @@ def fine_tune(model: Any, tokenizer: Any, records: list[dict[str, Any]], *, outp
         train_sampling_strategy="group_by_length",
         dataloader_num_workers=0, disable_tqdm=True, weight_decay=0.0, **(accel or Accel()).trainer_args(),
     )
+    if optimizer is not None:
+        # this pass's rate: the scheduler Trainer builds starts from each group's initial_lr
+        for group in optimizer.param_groups:
+            group["lr"] = group["initial_lr"] = float(learning_rate)
     trainer = ArenaSFTTrainer(model=model, args=args, train_dataset=dataset, processing_class=tokenizer,
-                              callbacks=callbacks)
+                              callbacks=callbacks, optimizers=(optimizer, None))
     drop_printer(trainer)
     return trainer.train()
+
+
+def kept_optimizer(model: Any, learning_rate: float) -> Any:
+    """The AdamW a run keeps across its passes (``RFTRun.keep_optimizer``): over the weights that
+    train, with Trainer's defaults (betas 0.9 and 0.999, eps 1e-8) and no weight decay, as
+    :func:`fine_tune`'s own. Its moments carry over, so a short pass on a few records steps by the
+    gradients' size against everything trained before, not by the learning rate on each weight."""
+    import torch
+
+    return torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=float(learning_rate),
+                             betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0)
 
 
 LR_SCHEDULES = ("constant", "linear")
@@ -332,6 +354,7 @@ def run_rft(run: RFTRun, progress: Callable[[dict[str, Any]], None] | None = Non
         last: dict[str, Any] = {}
         aggregate: list[dict[str, Any]] = []
         memory: list[dict[str, Any]] = []  # the changed turns the corrections pass trains on (train_on=both)
+        optimizer = kept_optimizer(model, iteration_lr(run, 0)) if run.keep_optimizer else None
         for it in range(int(run.iterations or 1)):
             base = run.seed_start + it * n_worlds
             worlds = [World(task, run.split, base + k) for k, task in
@@ -369,7 +392,8 @@ def run_rft(run: RFTRun, progress: Callable[[dict[str, Any]], None] | None = Non
             for part, scale in ((p, k) for p, k in zip(passes, scales, strict=True) if p):
                 result = fine_tune(model, tok, part, output_dir=str(out / "trainer"),
                                    learning_rate=iteration_lr(run, it) * scale, epochs=float(run.epochs or 1),
-                                   batch_size=int(run.batch_size or 4), seed=run.seed + it, accel=run.accel)
+                                   batch_size=int(run.batch_size or 4), seed=run.seed + it, accel=run.accel,
+                                   optimizer=optimizer)
                 loss = float(result.training_loss)
             pairs = fitting_pairs(tok, [p for r in rollouts for p in r.pairs]) if run.preference else []
             dpo_loss = float("nan")
