@@ -82,12 +82,12 @@ def test_command_line_round_trips_the_new_options(tmp_path: Path, monkeypatch: p
                       eval_range="test", reopen=True, eval_tasks=("coalition_market",), teacher="rule_expert_short",
                       preference="dpo", dpo_beta=0.2, dpo_lr_scale=0.5, rl_proposals="without:buy,wait",
                       rl_train_on="both", rl_cumulative_corrections=True, rl_corrections_lr_scale=0.25,
-                      rl_keep_optimizer=True)
+                      rl_keep_optimizer=True, rl_save_every=4)
     cmd = run.command_line()
     assert "--preference dpo --dpo-beta 0.2 --dpo-lr-scale 0.5" in cmd
     assert "--rl-proposals without:buy,wait --rl-train-on both" in cmd
     assert "--rl-cumulative-corrections" in cmd and "--rl-corrections-lr-scale 0.25" in cmd
-    assert "--rl-keep-optimizer" in cmd
+    assert "--rl-keep-optimizer --rl-save-every 4" in cmd
     assert "--tasks single_trade,market_round,coalition_market" in cmd and "--curriculum ordered" in cmd
     assert "--teacher rule_expert_short" in cmd
     assert "--eval-range test" in cmd and cmd.endswith("--reopen")
@@ -124,6 +124,8 @@ def test_command_line_round_trips_the_new_options(tmp_path: Path, monkeypatch: p
     ({"rl_train_on": "turns"}, "--rl-train-on is RFT's: one of episodes, corrections, both"),
     ({"rl_cumulative_corrections": True}, "--rl-cumulative-corrections .* needs --rl-train-on both"),
     ({"rl_keep_optimizer": True, "rl_method": "grpo"}, "--rl-keep-optimizer is RFT's"),
+    ({"rl_save_every": 4, "rl_method": "grpo"}, "--rl-save-every is RFT's"),
+    ({"rl_save_every": -1}, "--rl-save-every must be a whole number of iterations"),
     ({"rl_cumulative_corrections": True, "rl_train_on": "corrections"}, "needs --rl-train-on both"),
     ({"rl_corrections_lr_scale": 0.5}, "--rl-corrections-lr-scale sets .* needs --rl-train-on both or corrections"),
     ({"rl_corrections_lr_scale": float("inf"), "rl_train_on": "both"}, "finite number above 0"),
@@ -181,7 +183,10 @@ def test_the_rl_stage_hands_the_preference_pass_to_rft(tmp_path: Path, monkeypat
     assert seen[2].keep_optimizer is None
     run = PipelineRun(output=str(tmp_path), preset="small", rl_keep_optimizer=True, rl_iterations=1).resolved()
     pipeline._stage_rl(run, pipeline.Paths(tmp_path), lambda *a: contextlib.nullcontext(None))
-    assert seen[3].keep_optimizer is True
+    assert seen[3].keep_optimizer is True and seen[3].save_every is None
+    run = PipelineRun(output=str(tmp_path), preset="small", rl_save_every=4, rl_iterations=1).resolved()
+    pipeline._stage_rl(run, pipeline.Paths(tmp_path), lambda *a: contextlib.nullcontext(None))
+    assert seen[4].save_every == 4
 
 
 def test_eval_on_every_task_trained_on_and_the_extra_ones() -> None:

@@ -265,3 +265,32 @@ def test_keep_optimizer_hands_one_optimizer_to_every_pass(tiny_sft: Path, tmp_pa
             assert seen[0] is not None and seen[0] is seen[1]
         else:
             assert seen == [None, None]
+
+
+def test_save_every_keeps_a_checkpoint_each_n_iterations(tiny_sft: Path, tmp_path: Path) -> None:
+    import json
+
+    import torch
+    from safetensors.torch import load_file
+
+    import gpu_arena.training.rft as rft
+    from gpu_arena.training.presets import PresetError
+
+    out = tmp_path / "rl"
+    (out / "checkpoint-9").mkdir(parents=True)  # an earlier run's, overwritten: not mixed with this run's
+    (out / "checkpoint-9" / "model.safetensors").write_text("stale")
+    run = rft.RFTRun(output_dir=str(out), model=str(tiny_sft), preset="tiny", seed_start=3, iterations=3,
+                     worlds_per_iteration=0, replay=2, teacher="rule_expert", save_every=1, overwrite=True,
+                     db=str(tmp_path / "a.db"))
+    rft.run_rft(run)
+    # iterations 1 and 2; the third is the run's final checkpoint itself
+    assert sorted(p.name for p in out.glob("checkpoint-*")) == ["checkpoint-1", "checkpoint-2"]
+    assert json.loads((out / "checkpoint-2" / "arena_training.json").read_text())["iteration"] == 2
+    weights = [load_file(str(d / "model.safetensors")) for d in (out / "checkpoint-1", out / "checkpoint-2", out)]
+    name = next(iter(weights[0]))
+    assert not torch.equal(weights[0][name], weights[1][name])  # each is its iteration's model
+    assert not torch.equal(weights[1][name], weights[2][name])
+    model, _ = load_pretrained(str(out / "checkpoint-1"))  # what llm:hf:OUT/checkpoint-1 loads
+    assert model is not None
+    with pytest.raises(PresetError, match="save_every must be a whole number"):
+        rft.RFTRun(output_dir="x", model="m", preset="tiny", save_every=-2).resolved().validate()

@@ -251,6 +251,7 @@ def _stage_rl(run: PipelineRun, paths: Paths, show: Callable[[str, int], Any]) -
                                     cumulative_corrections=run.rl_cumulative_corrections or None,
                                     corrections_lr_scale=run.rl_corrections_lr_scale,
                                     keep_optimizer=run.rl_keep_optimizer or None,
+                                    save_every=run.rl_save_every,
                                     preference=run.preference, dpo_beta=run.dpo_beta,
                                     dpo_lr_scale=run.dpo_lr_scale,
                                     constrained=run.constrained, seed=run.seed, db=run.db, overwrite=True,

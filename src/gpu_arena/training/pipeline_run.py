@@ -15,7 +15,14 @@ from ..policies import policy_names, scripted_policies
 from .accel import Accel
 from .curriculum import CURRICULA
 from .preference import check_preference
-from .presets import PresetError, check_positive, check_rft_sources, check_starting_model, get_preset
+from .presets import (
+    PresetError,
+    check_positive,
+    check_rft_sources,
+    check_save_every,
+    check_starting_model,
+    get_preset,
+)
 
 STAGES = ("data", "sft", "rl", "eval")
 RL_METHODS = ("rft", "grpo")
@@ -58,6 +65,8 @@ class PipelineRun:
     rl_corrections_lr_scale: float | None = None
     # RFT: one AdamW for the stage, its moments kept from pass to pass (training.rft.RFTRun.keep_optimizer)
     rl_keep_optimizer: bool = False
+    # RFT: a checkpoint every this many iterations, rl/checkpoint-N (training.rft.RFTRun.save_every)
+    rl_save_every: int | None = None
     # RFT: a DPO pass on the lookahead's ranked turns after each fine-tuning pass (training.preference);
     # None: the preset's
     preference: str | None = None
@@ -106,6 +115,8 @@ class PipelineRun:
             words.append("--rl-cumulative-corrections")
         if self.rl_keep_optimizer:
             words.append("--rl-keep-optimizer")
+        if self.rl_save_every:
+            words += ["--rl-save-every", str(self.rl_save_every)]
         if self.reopen:
             words.append("--reopen")
         if self.constrained is not None:
@@ -186,6 +197,9 @@ class PipelineRun:
                               "--rl-train-on both")
         if self.rl_keep_optimizer and self.rl_method == "grpo":
             raise PresetError("--rl-keep-optimizer is RFT's (GRPO's trainer keeps its own optimizer)")
+        check_save_every(self.rl_save_every, "--rl-save-every")
+        if self.rl_save_every and self.rl_method == "grpo":
+            raise PresetError("--rl-save-every is RFT's (a GRPO stage keeps its final checkpoint alone)")
         check_positive("--rl-corrections-lr-scale", self.rl_corrections_lr_scale)
         if self.rl_corrections_lr_scale is not None and (self.rl_method == "grpo"
                                                          or self.rl_train_on not in ("corrections", "both")):

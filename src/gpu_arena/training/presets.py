@@ -361,6 +361,12 @@ def check_positive(name: str, value: float | None) -> None:
         raise PresetError(f"{name} must be a finite number above 0")
 
 
+def check_save_every(value: int | None, flag: str = "save_every") -> None:
+    """A checkpoint interval is a whole number of iterations, 0 or more (0: the final checkpoint alone)."""
+    if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
+        raise PresetError(f"{flag} must be a whole number of iterations, 0 or more")
+
+
 def check_rft_sources(worlds: int | None, replay: int | None, replay_flag: str = "--replay") -> None:
     """An RFT run learns from fresh worlds, replayed teacher episodes or both: refused with neither,
     by the run itself and by the pipeline before its data and SFT stages spend an hour."""
@@ -454,6 +460,7 @@ __all__ = [
     "chat_template",
     "check_model_path",
     "check_rft_sources",
+    "check_save_every",
     "check_starting_model",
     "corpus_for_tokenizer",
     "fill_defaults",

@@ -20,6 +20,7 @@ control that says what the environment-chosen episodes add (decision 0020 measur
 from __future__ import annotations
 
 import random
+import shutil
 import statistics
 import time
 from collections.abc import Callable
@@ -39,6 +40,7 @@ from .presets import (
     PresetError,
     check_positive,
     check_rft_sources,
+    check_save_every,
     fill_defaults,
     get_preset,
     save_checkpoint,
@@ -103,6 +105,10 @@ class RFTRun:
     # online RL trainer keeps them), not a fresh one per pass: a fresh Adam's first steps move every
     # weight by about the learning rate whatever the gradient's size, in the direction of a few records
     keep_optimizer: bool | None = None
+    # a checkpoint every this many iterations, in checkpoint-<iteration> under the output directory
+    # (llm:hf:OUT/checkpoint-N loads it), as TRL's save_steps: which iteration gained or lost a task can
+    # then be evaluated after the run, not only its end; None or 0: the final checkpoint alone
+    save_every: int | None = None
     # a preference pass after each iteration's fine-tuning, on the lookahead's ranked turns
     # (training.preference): "" none | "dpo"; dpo_beta its temperature
     preference: str | None = None
@@ -169,6 +175,7 @@ class RFTRun:
             raise PresetError("cumulative_corrections keeps the changed turns' own pass: it needs train_on=both "
                               "(train_on=corrections aggregates them with cumulative)")
         check_positive("corrections_lr_scale", self.corrections_lr_scale)
+        check_save_every(self.save_every)
         if self.corrections_lr_scale is not None and self.train_on not in ("corrections", "both"):
             raise PresetError("corrections_lr_scale sets the changed turns' own pass: it needs train_on=both "
                               "or corrections")
@@ -330,6 +337,8 @@ def run_rft(run: RFTRun, progress: Callable[[dict[str, Any]], None] | None = Non
     run.validate()
     preset = get_preset(run.preset)
     out = check_output_dir(run.output_dir, run.overwrite)
+    for stale in out.glob("checkpoint-*"):  # an overwritten run's checkpoints are not mixed with this one's
+        shutil.rmtree(stale)
     start = starting_model(preset, run.model, None, run.seed)
     config = {"run": asdict(run), "preset": preset.to_dict(), "model_source": start.source,
               "model": describe_model(start.model), "method": "rft"}
@@ -442,6 +451,10 @@ def run_rft(run: RFTRun, progress: Callable[[dict[str, Any]], None] | None = Non
                 "elapsed_s": time.perf_counter() - started,
             }
             runlog.log(it + 1, metrics)
+            if run.save_every and (it + 1) % run.save_every == 0 and it + 1 < int(run.iterations or 1):
+                # the run's last iteration is the final checkpoint itself, written below
+                save_checkpoint(model, tok, out / f"checkpoint-{it + 1}",
+                                meta={"kind": "rft", "run_id": runlog.run_id, "iteration": it + 1, **config})
             last = metrics
             if progress is not None:
                 progress(metrics)
