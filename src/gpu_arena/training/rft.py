@@ -338,7 +338,8 @@ def run_rft(run: RFTRun, progress: Callable[[dict[str, Any]], None] | None = Non
     preset = get_preset(run.preset)
     out = check_output_dir(run.output_dir, run.overwrite)
     for stale in out.glob("checkpoint-*"):  # an overwritten run's checkpoints are not mixed with this one's
-        shutil.rmtree(stale)
+        if stale.is_dir():  # a file of that name is not a checkpoint this command wrote
+            shutil.rmtree(stale)
     start = starting_model(preset, run.model, None, run.seed)
     config = {"run": asdict(run), "preset": preset.to_dict(), "model_source": start.source,
               "model": describe_model(start.model), "method": "rft"}
