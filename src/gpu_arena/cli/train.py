@@ -289,8 +289,8 @@ def train_pipeline(
                               "and RL worlds from each, evaluated on each (and the preset's extra tasks)"),
     curriculum: str = typer.Option("mixed", help="RFT: mixed (each world's task drawn from all) | ordered (the "
                                                  "tasks opened in the order given, earlier ones kept in the mix)"),
-    from_stage: str = typer.Option("data", help="first stage to run: data | sft | rl | eval (earlier outputs are "
-                                                "reused)"),
+    from_stage: str = typer.Option("data", help="first stage to run: data | sft | rl | select | eval (earlier "
+                                                "outputs are reused)"),
     to_stage: str = typer.Option("eval", help="last stage to run"),
     rl_method: str | None = typer.Option(None, "--rl", help="rft (expert iteration, default) | grpo"),
     model: str | None = typer.Option(None, help="start SFT from this checkpoint (default: the preset's model)"),
@@ -319,6 +319,9 @@ def train_pipeline(
                                            help="RFT: one AdamW for the stage, its moments kept from pass to pass"),
     rl_save_every: int | None = typer.Option(None, "--rl-save-every", min=0,
                                              help="RFT: a checkpoint every N iterations, OUT/rl/checkpoint-N"),
+    rl_select: int | None = typer.Option(None, "--rl-select", min=1,
+                                         help="RFT: evaluate the one of rl/checkpoint-* and rl/ that does best on "
+                                              "the last K validation seeds (select stage)"),
     preference: str | None = typer.Option(None, help="RFT: " + PREFERENCE_HELP),
     dpo_beta: float | None = typer.Option(None, "--dpo-beta", help="RFT: " + DPO_BETA_HELP),
     dpo_lr_scale: float | None = typer.Option(None, "--dpo-lr-scale", help="RFT: " + DPO_LR_SCALE_HELP),
@@ -359,7 +362,7 @@ def train_pipeline(
                       rl_iterations=rl_steps, rl_worlds=rl_worlds, rl_replay=rl_replay, rl_proposals=rl_proposals,
                       rl_train_on=rl_train_on, rl_cumulative_corrections=rl_cumulative_corrections,
                       rl_corrections_lr_scale=rl_corrections_lr_scale, rl_keep_optimizer=rl_keep_optimizer,
-                      rl_save_every=rl_save_every,
+                      rl_save_every=rl_save_every, rl_select=rl_select,
                       preference=preference, dpo_beta=dpo_beta,
                       dpo_lr_scale=dpo_lr_scale, constrained=constrained, eval_seeds=eval_seeds,
                       eval_tasks=tuple(split_list(eval_tasks)) if eval_tasks else None, workers=workers,
@@ -387,11 +390,14 @@ def _print_evidence(path: str) -> None:
     from pathlib import Path
 
     from ..training.evidence import comparison_rows, per_task, range_line
+    from ..training.selection import selection_line
 
     evidence = json.loads(Path(path).read_text())
     rows = comparison_rows(evidence)
     roles = per_task(evidence.get("results") or [])
     console.print(range_line(evidence))
+    if evidence.get("selection"):
+        console.print(selection_line(evidence["selection"]))
     for task in dict.fromkeys(r[0] for r in rows):  # one table per task, so each reads at 80 columns
         mine = [r for r in rows if r[0] == task]
         table = FitTable(f"{task} holdout, paired by seed (n = {mine[0][2]})", ("comparison", "mean", "95% CI", "W/L"),

@@ -20,6 +20,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+from .selection import selection_line
+
 REQUIRED = ("command", "commit", "seeds", "wall_s", "comparisons", "results")
 
 
@@ -92,6 +94,7 @@ def markdown_report(evidence: dict[str, Any]) -> str:
     wall times."""
     valid = {(t.get("role"), t.get("task")): t for t in evidence.get("valid_turns", [])}
     lines = [f"`{evidence['command']}` (commit `{str(evidence['commit'])[:10]}`); {range_line(evidence)}", "",
+             *([selection_line(evidence["selection"]), ""] if evidence.get("selection") else []),
              "| task | comparison | n | mean difference | 95% CI | wins / losses | verdict |",
              "|---|---|---|---|---|---|---|"]
     for c in evidence["comparisons"]:

@@ -6,6 +6,9 @@ Stages (:data:`STAGES`) and what each leaves in the output directory:
 - ``data``: ``data/`` — the teacher's episodes as chats (:mod:`gpu_arena.training.data`);
 - ``sft``: ``sft/`` — the SFT checkpoint (the *start* the evidence compares against);
 - ``rl``: ``rl/`` — the trained checkpoint: expert iteration (:mod:`.rft`, the default) or GRPO (:mod:`.grpo`);
+- ``select``: ``select.json`` — with ``--rl-select K``, which of the RL stage's saved checkpoints the
+  evaluation measures as the trained model, chosen on the validation range's last ``K`` seeds
+  (:mod:`.selection`); skipped otherwise (the final ``rl/`` is the trained model);
 - ``eval``: ``eval.json``, ``eval-replays.jsonl`` and ``evidence.json`` — the trained model, the SFT
   start and the baselines on holdout worlds of every task trained on (and the preset's extra tasks),
   seat ``lab_0``, greedy decoding, through the same evaluation runner as ``gpu-arena eval`` (its rows
@@ -102,6 +105,7 @@ def load_state(paths: Paths) -> dict[str, Any]:
 def _needs(stage: str, paths: Paths) -> None:
     """What a stage reads from earlier ones must be there (``--from-stage`` skips those)."""
     required = {"sft": [paths.data / "provenance.json"], "rl": [paths.sft / "config.json"],
+                "select": [paths.sft / "config.json", paths.rl / "config.json"],
                 "eval": [paths.sft / "config.json", paths.rl / "config.json"]}[stage] if stage != "data" else []
     for p in required:
         if not p.exists():
@@ -151,8 +155,11 @@ def run_pipeline(run: PipelineRun, *, display: Callable[[str, int], Any] | None 
                 raise
             if "look" in info:  # the range's numbers are out: the look is on the run's record from now on
                 state.setdefault("looks", []).append(info.pop("look"))
-            state["stages"][stage] = {"status": "finished", "wall_s": time.perf_counter() - t0, **info}
+            status = "skipped" if info.pop("skipped", False) else "finished"
+            state["stages"][stage] = {"status": status, "wall_s": time.perf_counter() - t0, **info}
             _save_state(paths, state)
+            if status == "skipped":
+                continue
             runlog.log(STAGES.index(stage) + 1, {"stage": stage, **{k: v for k, v in state["stages"][stage].items()
                                                                     if isinstance(v, int | float | str)}})
         if last == STAGES.index("eval"):
@@ -230,7 +237,10 @@ def _stage_sft(run: PipelineRun, paths: Paths, show: Callable[[str, int], Any]) 
 
 
 def _stage_rl(run: PipelineRun, paths: Paths, show: Callable[[str, int], Any]) -> dict[str, Any]:
+    from .selection import SELECT_NAME
+
     iterations = int(run.rl_iterations or 1)
+    (paths.root / SELECT_NAME).unlink(missing_ok=True)  # a choice among the checkpoints this stage replaces
     if run.rl_method == "grpo":
         from .grpo import GRPORun, run_grpo
 
@@ -262,15 +272,51 @@ def _stage_rl(run: PipelineRun, paths: Paths, show: Callable[[str, int], Any]) -
             "episodes_per_min": result.get("episodes_per_min", final.get("arena/episodes_per_min"))}
 
 
+def _stage_select(run: PipelineRun, paths: Paths, show: Callable[[str, int], Any]) -> dict[str, Any]:
+    from .evaluate import evaluate_checkpoint
+    from .selection import SELECT_NAME, candidates, select_checkpoint
+
+    if not run.rl_select:  # the final rl/ is the trained model; an earlier run's choice is not kept
+        (paths.root / SELECT_NAME).unlink(missing_ok=True)
+        return {"skipped": True}
+    from ..evaluation.store import connect, load_optima, save_optima
+
+    constrained = bool(run.constrained)
+    mode = get_preset(run.preset).prompt_mode
+    tasks = list(run.eval_tasks or run.tasks)
+    n, iterations = int(run.rl_select), int(run.rl_iterations or 1)
+    con = connect(run.db)
+    optima = load_optima(con)
+    with show("select", (len(candidates(paths.rl, iterations)) + 1) * len(tasks) * n) as bar:
+        done = [0]
+
+        def tick(k: int) -> None:
+            done[0] += k
+            bar.update(done[0])
+
+        def play(path: Path, name: str, seeds: list[int]) -> dict[tuple[str, int], float]:
+            rows = evaluate_checkpoint(path, llm_policy(path, constrained, mode), tasks, "holdout", seeds,
+                                       optima=optima, constrained=constrained, prompt_mode=mode, progress=tick)
+            return {(r.task, r.seed): r.episode_return for r in rows}
+
+        record = select_checkpoint(paths.root, paths.sft, paths.rl, iterations, tasks, n, play)
+    save_optima(con, optima)
+    return {"chosen": record["chosen"], "chosen_iteration": record["chosen_iteration"], "seeds": record["seeds"],
+            "select": str(paths.root / SELECT_NAME)}
+
+
 def _stage_eval(run: PipelineRun, paths: Paths, show: Callable[[str, int], Any]) -> dict[str, Any]:
     from ..evaluation import aggregate, run_evaluation
     from ..evaluation.replay import write_jsonl
     from ..evaluation.store import connect, git_commit, load_optima, save_optima, save_run
     from .evaluate import evaluate_checkpoint, turn_stats
+    from .selection import load_selection
 
     constrained = bool(run.constrained)
     mode = get_preset(run.preset).prompt_mode
-    checkpoints = {"trained": paths.rl, "sft": paths.sft}
+    # the select stage's choice among the RL stage's checkpoints when it ran, else the final one
+    selection = load_selection(paths.root)
+    checkpoints = {"trained": paths.root / selection["chosen"] if selection else paths.rl, "sft": paths.sft}
     base = zero_shot_checkpoint(run, paths)
     if base is not None:
         checkpoints["zero_shot"] = base
@@ -314,7 +360,8 @@ def _stage_eval(run: PipelineRun, paths: Paths, show: Callable[[str, int], Any])
                                                        "duration_s": duration}, indent=2))
     comparisons = compare(results, roles)
     state = load_state(paths)
-    wall = {s: float(v["wall_s"]) for s, v in state.get("stages", {}).items() if "wall_s" in v}
+    wall = {s: float(v["wall_s"]) for s, v in state.get("stages", {}).items()
+            if "wall_s" in v and v.get("status") != "skipped"}
     wall["eval"] = time.perf_counter() - t0
     by_policy = {p: role for role, p in roles.items()}
     earlier = [x for x in state.get("looks", []) if x.get("range") == holdout.name]
@@ -333,6 +380,7 @@ def _stage_eval(run: PipelineRun, paths: Paths, show: Callable[[str, int], Any])
         "resumed": state.get("resumed", []), "wall_s": wall, "policies": roles, "eval_run_id": eval_run,
         "runs": {**{s: v.get("run_id") for s, v in state.get("stages", {}).items() if v.get("run_id") is not None},
                  "eval": eval_run},
+        "selection": selection,
         "comparisons": comparisons,
         "per_task": per_task(results_rows),
         "valid_turns": [{"role": by_policy.get(t["policy"], t["policy"]), **t} for t in turns],
@@ -387,7 +435,7 @@ def compare(results: Sequence[Any], roles: dict[str, str]) -> list[dict[str, Any
 
 
 _STAGE_FUNCS: dict[str, Callable[[PipelineRun, Paths, Callable[[str, int], Any]], dict[str, Any]]] = {
-    "data": _stage_data, "sft": _stage_sft, "rl": _stage_rl, "eval": _stage_eval,
+    "data": _stage_data, "sft": _stage_sft, "rl": _stage_rl, "select": _stage_select, "eval": _stage_eval,
 }
 
 __all__ = ["COMPARISONS", "EVIDENCE_NAME", "RL_METHODS", "STAGES", "Paths", "PipelineRun", "check_look", "compare",

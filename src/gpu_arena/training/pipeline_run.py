@@ -24,7 +24,7 @@ from .presets import (
     get_preset,
 )
 
-STAGES = ("data", "sft", "rl", "eval")
+STAGES = ("data", "sft", "rl", "select", "eval")
 RL_METHODS = ("rft", "grpo")
 
 
@@ -67,6 +67,9 @@ class PipelineRun:
     rl_keep_optimizer: bool = False
     # RFT: a checkpoint every this many iterations, rl/checkpoint-N (training.rft.RFTRun.save_every)
     rl_save_every: int | None = None
+    # RFT with rl_save_every: choose the trained model among rl/checkpoint-* and rl/ on this many of the
+    # validation range's last seeds (training.selection); None: the final rl/
+    rl_select: int | None = None
     # RFT: a DPO pass on the lookahead's ranked turns after each fine-tuning pass (training.preference);
     # None: the preset's
     preference: str | None = None
@@ -117,6 +120,8 @@ class PipelineRun:
             words.append("--rl-keep-optimizer")
         if self.rl_save_every:
             words += ["--rl-save-every", str(self.rl_save_every)]
+        if self.rl_select:
+            words += ["--rl-select", str(self.rl_select)]
         if self.reopen:
             words.append("--reopen")
         if self.constrained is not None:
@@ -200,6 +205,7 @@ class PipelineRun:
         check_save_every(self.rl_save_every, "--rl-save-every")
         if self.rl_save_every and self.rl_method == "grpo":
             raise PresetError("--rl-save-every is RFT's (a GRPO stage keeps its final checkpoint alone)")
+        self._validate_select()
         check_positive("--rl-corrections-lr-scale", self.rl_corrections_lr_scale)
         if self.rl_corrections_lr_scale is not None and (self.rl_method == "grpo"
                                                          or self.rl_train_on not in ("corrections", "both")):
@@ -216,6 +222,19 @@ class PipelineRun:
         if STAGES.index(self.from_stage) <= STAGES.index("sft") <= STAGES.index(self.to_stage):
             # what the sft stage loads, found missing before the data stage plays its episodes
             check_starting_model(get_preset(self.preset), self.model)
+
+    def _validate_select(self) -> None:
+        if self.rl_select is None:
+            return
+        validation = get_range("validation")
+        if self.rl_select < 1 or self.rl_select > validation.size // 2:
+            raise PresetError(f"--rl-select {self.rl_select}: 1 to {validation.size // 2:,} validation seeds")
+        if self.rl_method == "grpo" or not self.rl_save_every or self.rl_save_every >= int(self.rl_iterations or 1):
+            raise PresetError("--rl-select chooses among RFT's saved checkpoints: it needs --rl-save-every N "
+                              "with N below --rl-steps")
+        if self.eval_range == "validation" and int(self.eval_seeds or 0) + self.rl_select > validation.size:
+            raise PresetError(f"--eval-seeds {self.eval_seeds} and --rl-select {self.rl_select} would share "
+                              f"validation seeds (the evaluation plays the range's first, the choice its last)")
 
     def _validate_preference(self) -> None:
         # found before the data and sft stages spend an hour, not when the rl stage builds its run

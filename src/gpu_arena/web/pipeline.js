@@ -10,7 +10,7 @@ export function returnTitle(kind) {
   return kind === "rft" ? "Episode return (expert iteration: sampled, greedy)" : "Episode return";
 }
 
-const STAGES = ["data", "sft", "rl", "eval"];
+const STAGES = ["data", "sft", "rl", "select", "eval"];
 const STAGE_CHARTS = {
   sft: () => [["Loss", ["loss"]], ["Next-token accuracy (SFT)", ["mean_token_accuracy"]]],
   rl: (kind) => [[returnTitle(kind), ["reward", "greedy_reward"]],
@@ -61,7 +61,7 @@ export async function showPipeline(run, box, charts, drawCharts, current) {
 
 function details(info) {
   return Object.entries(info)
-    .filter(([k, v]) => !["status", "wall_s", "run_id", "evidence", "step", "elapsed_s", "stage", "error"].includes(k)
+    .filter(([k, v]) => !["status", "wall_s", "run_id", "evidence", "step", "elapsed_s", "stage", "error", "select"].includes(k)
       && v !== null && typeof v !== "object")
     .map(([k, v]) => `${k} ${typeof v === "number" && !Number.isInteger(v) ? fmt(v, 3) : v}`).join(", ");
 }
