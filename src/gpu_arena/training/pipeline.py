@@ -155,11 +155,12 @@ def run_pipeline(run: PipelineRun, *, display: Callable[[str, int], Any] | None 
                 raise
             if "look" in info:  # the range's numbers are out: the look is on the run's record from now on
                 state.setdefault("looks", []).append(info.pop("look"))
-            status = "skipped" if info.pop("skipped", False) else "finished"
-            state["stages"][stage] = {"status": status, "wall_s": time.perf_counter() - t0, **info}
-            _save_state(paths, state)
-            if status == "skipped":
+            if info.pop("skipped", False):  # an optional stage not asked for leaves no row (and no stale one)
+                del state["stages"][stage]
+                _save_state(paths, state)
                 continue
+            state["stages"][stage] = {"status": "finished", "wall_s": time.perf_counter() - t0, **info}
+            _save_state(paths, state)
             runlog.log(STAGES.index(stage) + 1, {"stage": stage, **{k: v for k, v in state["stages"][stage].items()
                                                                     if isinstance(v, int | float | str)}})
         if last == STAGES.index("eval"):
@@ -360,8 +361,7 @@ def _stage_eval(run: PipelineRun, paths: Paths, show: Callable[[str, int], Any])
                                                        "duration_s": duration}, indent=2))
     comparisons = compare(results, roles)
     state = load_state(paths)
-    wall = {s: float(v["wall_s"]) for s, v in state.get("stages", {}).items()
-            if "wall_s" in v and v.get("status") != "skipped"}
+    wall = {s: float(v["wall_s"]) for s, v in state.get("stages", {}).items() if "wall_s" in v}
     wall["eval"] = time.perf_counter() - t0
     by_policy = {p: role for role, p in roles.items()}
     earlier = [x for x in state.get("looks", []) if x.get("range") == holdout.name]

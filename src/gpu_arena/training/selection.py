@@ -69,15 +69,17 @@ def candidates(rl: Path, iterations: int) -> list[Candidate]:
 
 def t_statistic(diffs: Sequence[float]) -> float:
     """Mean over standard error of paired differences: 0 when every difference is 0, ±inf when they
-    are all equal and not 0 (no spread to divide by)."""
+    are all equal and not 0 (no spread to divide by). A spread below a billionth of the largest
+    difference is rounding, not spread, so the statistic does not depend on the returns' scale."""
     n = len(diffs)
     if n == 0:
         raise ValueError("no paired seeds to score")
-    mean = sum(diffs) / n
-    var = sum((d - mean) ** 2 for d in diffs) / (n - 1) if n > 1 else 0.0
-    if var <= 0.0:
-        return 0.0 if abs(mean) <= 1e-12 else math.copysign(math.inf, mean)
-    return mean / math.sqrt(var / n)
+    mean = math.fsum(diffs) / n
+    sd = math.sqrt(math.fsum((d - mean) ** 2 for d in diffs) / (n - 1)) if n > 1 else 0.0
+    tol = 1e-9 * max(abs(d) for d in diffs)
+    if sd <= tol:
+        return 0.0 if abs(mean) <= tol else math.copysign(math.inf, mean)
+    return mean / (sd / math.sqrt(n))
 
 
 def score(start: dict[tuple[str, int], float], candidate: dict[tuple[str, int], float],
