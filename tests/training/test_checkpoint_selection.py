@@ -173,3 +173,10 @@ def test_a_tiny_run_reports_the_checkpoint_it_chose(tmp_path: Path) -> None:
     (out / "select.json").write_text(json.dumps(selection))
     run_pipeline(PipelineRun(**{**run.__dict__, "rl_select": None, "from_stage": "rl", "to_stage": "rl"}))
     assert not (out / "select.json").exists()
+    # the select stage alone, from the CLI: it prints its stages, not an earlier evaluation's evidence
+    (out / "evidence.json").unlink()
+    res = CliRunner().invoke(app, ["train", "pipeline", "--preset", "tiny", "--output", str(out), "--db", db,
+                                   "--workers", "1", "--rl-steps", "2", "--rl-save-every", "1", "--rl-select", "2",
+                                   "--eval-seeds", "2", "--from-stage", "select", "--to-stage", "select"])
+    assert res.exit_code == 0, res.output
+    assert "select: finished" in res.output and load_selection(out) is not None

@@ -382,7 +382,7 @@ def train_pipeline(
         raise fail(e) from None
     for stage, info in state["stages"].items():
         console.print(f"{stage}: {info['status']} in {info.get('wall_s', 0):.0f} s")
-    if "evidence" in state:
+    if "evidence" in state and run.to_stage == "eval":  # an earlier evaluation's is not this command's
         _print_evidence(state["evidence"])
 
 
